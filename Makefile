@@ -1,0 +1,49 @@
+# Everything a fresh machine needs: `make run` serves, `make test` checks. CI runs `make test`.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Reinstalled whenever pyproject.toml changes.
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: run test lint fmt venv beanstalkd clean
+
+run: venv
+	$(BIN)/shardq serve --config config/shardq.yaml
+
+# Phase 1: lint, then the whole suite except Spark, in parallel.
+# Phase 2 (later issue) goes after it: the Spark pipeline tests, `$(BIN)/pytest -q -m spark`.
+test: venv beanstalkd
+	$(BIN)/ruff check .
+	$(BIN)/pytest -n auto -q -m "not spark" $(PYTEST_ARGS)
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+# The differential tests compare shardq with the real beanstalkd 1.12; they never skip.
+beanstalkd:
+	@command -v beanstalkd >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y beanstalkd; \
+	  else \
+	    echo "make test: beanstalkd is not installed and we are not root;" \
+	         "run 'sudo apt-get install -y beanstalkd' and retry" >&2; \
+	    exit 1; \
+	  fi; \
+	}
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+fmt: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,169 @@
+"""`shardq` command line: `serve` now; `bench` and `analyze` are later issues.
+
+`serve` accepts beanstalkd's own flags (-l -p -z -V -v -h -b -f -F -s) so shardq can replace
+beanstalkd in an existing service unit, plus --shards, --config and --run-dir.
+Precedence: flags > config file > built-in defaults (shardq.config.Config).
+
+A bad config file or flag prints ONE line naming the key or flag and the problem to stderr
+and exits with EXIT_CONFIG, before any process is started.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from shardq import __version__
+from shardq.config import Config, ConfigError, ConfigWarning, load_config
+
+EXIT_OK = 0  # clean shutdown, or -v / -h
+EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
+EXIT_CONFIG = 2  # bad config file or flag; typer's own usage errors use 2 as well
+
+#: Used when --config is not given and this file exists in the current directory.
+DEFAULT_CONFIG = Path("config/shardq.yaml")
+
+#: Config field -> the flag that sets it, so errors name what the user typed.
+FLAGS = {
+    "listen": "-l",
+    "port": "-p",
+    "max_job_size": "-z",
+    "verbose": "-V",
+    "wal_dir": "-b",
+    "fsync_ms": "-f",
+    "segment_bytes": "-s",
+    "shards": "--shards",
+    "run_dir": "--run-dir",
+}
+
+app = typer.Typer(
+    name="shardq",
+    help="shardq: a multi-process work-queue server that speaks the beanstalk protocol.",
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"shardq {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
+VersionOption = Annotated[
+    bool,
+    typer.Option(
+        "-v",
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+]
+
+
+@app.callback()
+def main(version: VersionOption = False) -> None:
+    """shardq: a multi-process work-queue server that speaks the beanstalk protocol."""
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"shardq: {message}", err=True)
+    return typer.Exit(EXIT_CONFIG)
+
+
+def _read_config_text(path: Path | None) -> tuple[str | None, str]:
+    """Return (text, origin); text is None when no file is given and the default is absent."""
+    if path is None:
+        if not DEFAULT_CONFIG.is_file():
+            return None, "config"
+        path = DEFAULT_CONFIG
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"--config {path}", f"cannot read the file: {reason}") from None
+
+
+def build_config(config_file: Path | None, overrides: dict[str, Any]) -> Config:
+    """Read the config file (if any), apply flag overrides; ConfigWarnings go to stderr."""
+    text, origin = _read_config_text(config_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConfigWarning)
+        config = load_config(text, overrides, origin=origin, flag_names=FLAGS)
+    for w in caught:
+        typer.echo(f"shardq: warning: {w.message}", err=True)
+    return config
+
+
+@app.command()
+def serve(
+    listen: Annotated[
+        str | None, typer.Option("-l", metavar="ADDR", help="Listen address [127.0.0.1].")
+    ] = None,
+    port: Annotated[
+        str | None, typer.Option("-p", metavar="PORT", help="TCP port, 0 = any free [11300].")
+    ] = None,
+    max_job_size: Annotated[
+        str | None, typer.Option("-z", metavar="BYTES", help="Maximum job size [65535].")
+    ] = None,
+    verbose: Annotated[
+        int, typer.Option("-V", count=True, show_default=False, help="More logging; repeatable.")
+    ] = 0,
+    wal_dir: Annotated[
+        str | None, typer.Option("-b", metavar="DIR", help="Write-ahead log directory [none].")
+    ] = None,
+    fsync_ms: Annotated[
+        str | None,
+        typer.Option("-f", metavar="MS", help="fsync at most every MS ms; 0 = always [50]."),
+    ] = None,
+    no_fsync: Annotated[bool, typer.Option("-F", help="Never fsync.")] = False,
+    segment_bytes: Annotated[
+        str | None, typer.Option("-s", metavar="BYTES", help="WAL segment size [10485760].")
+    ] = None,
+    shards: Annotated[
+        str | None, typer.Option("--shards", metavar="N", help="Shard processes [cores].")
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", metavar="FILE", help=f"YAML config file [{DEFAULT_CONFIG} if present]."
+        ),
+    ] = None,
+    run_dir: Annotated[
+        str | None, typer.Option("--run-dir", metavar="DIR", help="Directory for ipc sockets.")
+    ] = None,
+    version: VersionOption = False,
+) -> None:
+    """Run the server (accepts beanstalkd's flags; flags override the config file)."""
+    given = {
+        "listen": listen,
+        "port": port,
+        "max_job_size": max_job_size,
+        "wal_dir": wal_dir,
+        "fsync_ms": fsync_ms,
+        "segment_bytes": segment_bytes,
+        "shards": shards,
+        "run_dir": run_dir,
+    }
+    overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    if verbose:
+        overrides["verbose"] = verbose
+    try:
+        if no_fsync:
+            if fsync_ms is not None:
+                raise ConfigError("flag -F", "cannot be combined with -f")
+            overrides["fsync_ms"] = None
+        config = build_config(config_file, overrides)
+    except ConfigError as e:
+        raise _fail(str(e)) from None
+
+    from shardq.supervisor import serve as run_server  # lazy: config errors need no server
+
+    raise typer.Exit(run_server(config))

@@ -1,0 +1,255 @@
+"""Server configuration: YAML text plus command-line overrides -> a validated, frozen `Config`.
+
+Pure layer: stdlib and pyyaml only. The caller reads the file and passes its text in, so
+nothing here touches the filesystem or the network.
+
+Rules:
+- Every problem raises `ConfigError` with ONE line that names the key (or flag) and the
+  problem, e.g. ``config: shards: must be an integer between 1 and 64, got 'abc'``.
+- Unknown keys, duplicate keys and malformed YAML are errors, never ignored.
+- Overrides (from flags) are checked with the same validators as the file and beat it.
+  Flag values may arrive as strings ("11300"); file values must already have the right
+  YAML type (``port: "11300"`` is an error).
+- Like beanstalkd, a max job size above 1 GiB is clamped with a warning (`ConfigWarning`).
+
+YAML layout::
+
+    listen: 127.0.0.1
+    port: 11300
+    max_job_size: 65535
+    shards: 4              # omitted -> number of cores
+    verbose: 0
+    run_dir: null          # null -> a fresh temporary directory
+    server: myhost         # omitted -> hostname
+    wal:
+      dir: null            # null -> no write-ahead log
+      fsync: every 50      # always | never | every <ms> | <ms>
+      segment_bytes: 10485760
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+#: Largest accepted max job size; beanstalkd clamps to this because body sizes are int32.
+JOB_SIZE_LIMIT_MAX = 1_073_741_824
+#: Upper bound for --shards: job ids and routing tables assume a small fixed shard count.
+MAX_SHARDS = 64
+
+
+def _default_shards() -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_SHARDS))
+
+
+def _default_server_id() -> str:
+    return platform.node() or "localhost"
+
+
+@dataclass(frozen=True)
+class Config:
+    listen: str = "127.0.0.1"  # -l ADDR; beanstalkd defaults to 0.0.0.0, we deliberately do not
+    port: int = 11300  # -p PORT; 0 = let the OS pick a free port
+    max_job_size: int = 65535  # -z BYTES; body bytes, clamped to JOB_SIZE_LIMIT_MAX
+    shards: int = field(default_factory=_default_shards)  # --shards N; 1..MAX_SHARDS
+    verbose: int = 0  # -V, repeatable; 0 = quiet, higher = more logging
+    run_dir: str | None = None  # --run-dir; ipc sockets live here; None = fresh temp dir
+    server_id: str = field(default_factory=_default_server_id)  # `server` key; names events
+    wal_dir: str | None = None  # -b DIR; None = no write-ahead log
+    fsync_ms: int | None = 50  # -f MS; 0 = fsync every write, None (-F) = never fsync
+    segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
+
+
+class ConfigError(Exception):
+    """Raised when the config file or a flag is invalid; str() is one line naming the key."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        self.where = where
+        self.problem = problem
+        super().__init__(f"{where}: {problem}")
+
+
+class ConfigWarning(UserWarning):
+    """Warned when a value is accepted but changed (e.g. max job size clamped)."""
+
+
+# --- value validators: (where, value, from_flag) -> normalised value -----------------------
+
+
+def _int(where: str, value: Any, lo: int, hi: int | None, from_flag: bool) -> int:
+    if from_flag and isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        value = int(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < lo
+        or (hi is not None and value > hi)
+    ):
+        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
+        raise ConfigError(where, f"must be an integer {bound}, got {value!r}")
+    return value
+
+
+def _word(where: str, value: Any) -> str:
+    """A non-empty string without whitespace (addresses, host names)."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        raise ConfigError(where, f"must be a non-empty string without spaces, got {value!r}")
+    return value
+
+
+def _path(where: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigError(where, f"must be a directory path or null, got {value!r}")
+    return value
+
+
+def _fsync(where: str, value: Any, from_flag: bool) -> int | None:
+    """`always` -> 0, `never`/None -> None, `every <ms>` or <ms> -> ms."""
+    if value is None or value == "never":
+        return None
+    if value == "always":
+        return 0
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*(?:every\s+)?(\d+)\s*(?:ms)?\s*", value)
+        if m and (from_flag or value.strip().startswith("every")):
+            return int(m.group(1))
+    elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ConfigError(
+        where, f"must be 'always', 'never', 'every <ms>' or milliseconds >= 0, got {value!r}"
+    )
+
+
+def _max_job_size(where: str, value: Any, from_flag: bool) -> int:
+    size = _int(where, value, 0, None, from_flag)
+    if size > JOB_SIZE_LIMIT_MAX:
+        warnings.warn(
+            f"{where}: maximum job size was set to {JOB_SIZE_LIMIT_MAX}",
+            ConfigWarning,
+            stacklevel=2,
+        )
+        size = JOB_SIZE_LIMIT_MAX
+    return size
+
+
+Validator = Callable[[str, Any, bool], Any]
+
+#: Config field -> (YAML key path, validator). The YAML path is what error messages name.
+FIELDS: dict[str, tuple[str, Validator]] = {
+    "listen": ("listen", lambda w, v, f: _word(w, v)),
+    "port": ("port", lambda w, v, f: _int(w, v, 0, 65535, f)),
+    "max_job_size": ("max_job_size", _max_job_size),
+    "shards": ("shards", lambda w, v, f: _int(w, v, 1, MAX_SHARDS, f)),
+    "verbose": ("verbose", lambda w, v, f: _int(w, v, 0, None, f)),
+    "run_dir": ("run_dir", lambda w, v, f: _path(w, v)),
+    "server_id": ("server", lambda w, v, f: _word(w, v)),
+    "wal_dir": ("wal.dir", lambda w, v, f: _path(w, v)),
+    "fsync_ms": ("wal.fsync", _fsync),
+    "segment_bytes": ("wal.segment_bytes", lambda w, v, f: _int(w, v, 1, None, f)),
+}
+_BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
+
+
+# --- YAML ---------------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise ConfigError("config", f"{key}: duplicate key at line {line}")
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: no arbitrary objects
+    except ConfigError as e:
+        raise ConfigError(origin, e.problem) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(origin, f"malformed YAML{at}: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(origin, f"malformed YAML: {' '.join(str(e).split())}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(origin, f"top level must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def _flatten(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """{"wal": {"dir": x}} -> {"wal.dir": x}; unknown keys are errors that name themselves."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "wal":
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(origin, f"wal: must be a mapping, got {value!r}")
+            for sub, subvalue in value.items():
+                flat[f"wal.{sub}"] = subvalue
+        else:
+            flat[str(key)] = value
+    for key in flat:
+        if key not in _BY_YAML_KEY:
+            if key.startswith("wal."):
+                known = [k.removeprefix("wal.") for k in _BY_YAML_KEY if k.startswith("wal.")]
+            else:
+                known = [k for k in _BY_YAML_KEY if "." not in k] + ["wal"]
+            raise ConfigError(origin, f"{key}: unknown key (known: {', '.join(known)})")
+    return flat
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+def load_config(
+    text: str | None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    origin: str = "config",
+    flag_names: Mapping[str, str] | None = None,
+) -> Config:
+    """Build a `Config` from YAML `text` (None = no file) and `overrides` (which win).
+
+    `overrides` maps Config field names to values; only keys present override, so a value
+    of None means None (e.g. ``fsync_ms=None`` is "never fsync"), not "unset".
+    `origin` names the file in errors; `flag_names` maps a field to the flag that set it
+    (e.g. ``{"port": "-p"}``), so errors about overrides name the flag the user typed.
+
+    Raises ConfigError with a one-line message naming the key and the problem.
+    """
+    values: dict[str, Any] = {}
+    if text is not None:
+        for key, raw in _flatten(_parse_yaml(text, origin), origin).items():
+            name = _BY_YAML_KEY[key]
+            values[name] = FIELDS[name][1](f"{origin}: {key}", raw, False)
+    flag_names = flag_names or {}
+    for name, raw in (overrides or {}).items():
+        if name not in FIELDS:
+            raise ConfigError(f"override {name}", "unknown setting")
+        flag = flag_names.get(name)
+        where = f"flag {flag} ({FIELDS[name][0]})" if flag else f"override {name}"
+        values[name] = FIELDS[name][1](where, raw, True)
+    return replace(Config(), **values)
