@@ -1,0 +1,622 @@
+"""The acceptor process: client TCP connections in, batched requests out to the shards.
+
+One epoll loop owns every client socket and the ZeroMQ sockets to the shards and the
+coordinator. Each connection runs one command at a time, like beanstalkd: its next
+command is parsed only once the reply to the current one is written, so replies are
+always in order. Requests produced in one turn of the loop go to each shard as one
+message, and the shard answers them with one message.
+
+A reserve whose watched tubes all live on one shard goes to that shard, which keeps the
+waiter, its timeout and its DEADLINE_SOON. A reserve that spans shards is run here: each
+shard is asked to *offer* a job; the acceptor accepts the best (priority, put order) one,
+declines the rest (they go back to their place) and cancels the other waiters. Every
+offer is answered, so a job is never lost to a reserver that went away.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import heapq
+import resource
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from shardq import commands as c
+from shardq import proto, wire
+from shardq.engine import CANCELLED, OFFER, RESERVED, SAFETY_MARGIN, WAITING
+from shardq.job import NS
+from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
+
+RECV_BYTES = 256 * 1024
+COORDINATOR = -1  #: target index for the coordinator in request batches
+
+Done = Callable[["Conn", list[Any]], None]
+
+#: command class -> the `cmd-*` stats counter it bumps
+STAT_KEYS: dict[type, str] = {
+    c.Put: "cmd-put",
+    c.Peek: "cmd-peek",
+    c.PeekReady: "cmd-peek-ready",
+    c.PeekDelayed: "cmd-peek-delayed",
+    c.PeekBuried: "cmd-peek-buried",
+    c.Reserve: "cmd-reserve",
+    c.ReserveWithTimeout: "cmd-reserve-with-timeout",
+    c.Delete: "cmd-delete",
+    c.Release: "cmd-release",
+    c.Use: "cmd-use",
+    c.Watch: "cmd-watch",
+    c.Ignore: "cmd-ignore",
+    c.Bury: "cmd-bury",
+    c.Kick: "cmd-kick",
+    c.Touch: "cmd-touch",
+    c.Stats: "cmd-stats",
+    c.StatsJob: "cmd-stats-job",
+    c.StatsTube: "cmd-stats-tube",
+    c.ListTubes: "cmd-list-tubes",
+    c.ListTubeUsed: "cmd-list-tube-used",
+    c.ListTubesWatched: "cmd-list-tubes-watched",
+    c.PauseTube: "cmd-pause-tube",
+}
+CMD_KEYS = tuple(dict.fromkeys(STAT_KEYS.values()))
+
+
+class Conn:
+    """One client connection: its parser, output, tubes and reservations."""
+
+    __slots__ = (
+        "id",
+        "sock",
+        "parser",
+        "out",
+        "use",
+        "watch",
+        "busy",
+        "reserved",
+        "producer",
+        "worker",
+        "eof",
+        "closed",
+        "waiting",
+        "shards",
+    )
+
+    def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
+        self.id = conn_id
+        self.sock = sock
+        self.parser = proto.Parser(max_job_size)
+        self.out = bytearray()
+        self.use = "default"
+        self.watch = ["default"]
+        self.busy = False  # a command is in flight; the next one waits
+        self.reserved: dict[int, int] = {}  # job id -> TTR deadline, as far as we know
+        self.producer = False
+        self.worker = False
+        self.eof = False
+        self.closed = False
+        self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
+        self.shards: set[int] = set()  # shards that may hold its reservations or waiters
+
+    def soon_at(self, now: int) -> int | None:
+        """When the soonest reserved job enters the DEADLINE_SOON margin (None: no job)."""
+        live = [d for d in self.reserved.values() if d >= now]
+        if len(live) != len(self.reserved):
+            self.reserved = {j: d for j, d in self.reserved.items() if d >= now}
+        return min(live) - SAFETY_MARGIN if live else None
+
+
+class CrossReserve:
+    """A reserve over tubes on several shards, in progress."""
+
+    __slots__ = ("conn", "rids", "live", "answered", "offers", "done", "expire_at", "reply")
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.rids: dict[int, int] = {}  # rid -> shard
+        self.live: set[int] = set()  # rids whose shard may still offer a job
+        self.answered: set[int] = set()  # rids whose shard gave its first answer
+        self.offers: list[list[Any]] = []
+        self.done = False
+        self.expire_at: int | None = None
+        self.reply = proto.TIMED_OUT
+
+
+class Acceptor:
+    def __init__(self, listen_fd: int, run_dir: str, shards: int, max_job_size: int) -> None:
+        self.listener = socket.socket(fileno=listen_fd)
+        self.listener.setblocking(False)
+        self.shard_count = shards
+        self.max_job_size = max_job_size
+        self.ctx = zmq.Context.instance()
+        self.socks: dict[int, zmq.Socket] = {}
+        for i in range(shards):
+            self.socks[i] = self._dealer(f"ipc://{run_dir}/shard-{i}")
+        self.socks[COORDINATOR] = self._dealer(f"ipc://{run_dir}/coordinator")
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
+        for target, s in self.socks.items():
+            self.sel.register(s.getsockopt(zmq.FD), selectors.EVENT_READ, target)
+        self.conns: dict[int, Conn] = {}
+        self.next_conn = 1
+        self.next_rid = 1
+        self.pending: dict[int, tuple[Conn | None, Done]] = {}
+        self.cross: dict[int, CrossReserve] = {}
+        self.outq: dict[int, list[list[Any]]] = {}
+        self.dirty: set[Conn] = set()
+        self.timers: list[tuple[int, int, CrossReserve]] = []
+        self.blocks: dict[int, int] = {}  # id block -> shard
+        self.id_range: dict[int, range] = {}  # shard -> ids it may still hand out
+        self.spare: dict[int, range] = {}  # shard -> the next block, leased ahead
+        self.leasing: set[int] = set()
+        self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
+        self.stats = dict.fromkeys(CMD_KEYS, 0)
+        self.total_connections = 0
+        self.draining = False
+
+    def _dealer(self, endpoint: str) -> zmq.Socket:
+        s = self.ctx.socket(zmq.DEALER)
+        s.linger = 0
+        s.connect(endpoint)
+        return s
+
+    # ----------------------------------------------------------------- requests
+    def request(
+        self, target: int, op: int, conn: Conn | None, args: list[Any], done: Done | None
+    ) -> int:
+        rid = self.next_rid
+        self.next_rid += 1
+        if done is not None and conn is not None:
+            self.pending[rid] = (conn, done)
+        self.outq.setdefault(target, []).append([op, rid, conn.id if conn else 0, *args])
+        return rid
+
+    def call(self, conn: Conn, target: int, op: int, args: list[Any], done: Done) -> None:
+        conn.busy = True
+        self.request(target, op, conn, args, done)
+
+    def flush_requests(self) -> None:
+        for target, batch in self.outq.items():
+            if batch:
+                self.socks[target].send(wire.pack(batch))
+        self.outq.clear()
+
+    def on_replies(self, batch: list[list[Any]]) -> None:
+        for reply in batch:
+            rid, payload = reply[0], reply[1:]
+            cross = self.cross.get(rid)
+            if cross is not None:
+                self.on_cross(rid, cross, payload)
+                continue
+            entry = self.pending.pop(rid, None)
+            if entry is None:
+                continue
+            conn, done = entry
+            if conn is None or not conn.closed:
+                done(conn, payload)  # type: ignore[arg-type]
+
+    # ----------------------------------------------------------------- output
+    def reply(self, conn: Conn, data: bytes) -> None:
+        """Answer the current command and let the connection go on to its next one."""
+        conn.busy = False
+        conn.out += data
+        self.dirty.add(conn)
+        self.pump(conn)
+
+    def flush_output(self) -> None:
+        for conn in list(self.dirty):
+            self.write(conn)
+        self.dirty.clear()
+
+    def write(self, conn: Conn) -> None:
+        if conn.closed or not conn.out:
+            return
+        try:
+            sent = conn.sock.send(conn.out)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.close(conn)
+            return
+        del conn.out[:sent]
+        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
+        self.sel.modify(conn.sock, mask, conn)
+
+    # ----------------------------------------------------------------- connections
+    def accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ECONNABORTED):
+                    return
+                raise
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = Conn(self.next_conn, sock, self.max_job_size)
+            self.next_conn += 1
+            self.total_connections += 1
+            self.conns[conn.id] = conn
+            self.sel.register(sock, selectors.EVENT_READ, conn)
+            self.request(
+                tube_shard("default", self.shard_count), wire.REF, conn, ["default", 1, 1], None
+            )
+
+    def read(self, conn: Conn) -> None:
+        try:
+            data = conn.sock.recv(RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close(conn)
+            return
+        if not data:
+            conn.eof = True
+            if isinstance(conn.waiting, CrossReserve):
+                self.finish_cross(conn.waiting, proto.TIMED_OUT)
+            elif conn.waiting is not None:
+                self.pending.pop(conn.waiting, None)
+                conn.waiting = None
+                conn.out += proto.TIMED_OUT
+                conn.busy = False
+            if not conn.busy:
+                self.write(conn)
+                self.close(conn)
+            return
+        conn.parser.feed(data)
+        self.pump(conn)
+
+    def pump(self, conn: Conn) -> None:
+        """Run the connection's buffered commands until one must wait for a reply."""
+        while not conn.busy and not conn.closed:
+            cmd = conn.parser.next_command()
+            if cmd is None:
+                if conn.eof:
+                    self.write(conn)
+                    self.close(conn)
+                return
+            self.dispatch(conn, cmd)
+
+    def close(self, conn: Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        self.conns.pop(conn.id, None)
+        self.dirty.discard(conn)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+        conn.sock.close()
+        if isinstance(conn.waiting, CrossReserve):
+            self.finish_cross(conn.waiting, None)
+        for shard in conn.shards:
+            self.request(shard, wire.DISCONNECT, conn, [], None)
+        self.request(self.shard_of(conn.use), wire.REF, conn, [conn.use, -1, 0], None)
+        for tube in conn.watch:
+            self.request(self.shard_of(tube), wire.REF, conn, [tube, 0, -1], None)
+
+    # ----------------------------------------------------------------- routing
+    def shard_of(self, tube: str) -> int:
+        return tube_shard(tube, self.shard_count)
+
+    def alloc_id(self, shard: int, then: Callable[[int], None]) -> None:
+        """Hand out the next id of the shard's block, leasing blocks from the coordinator."""
+        ids = self.id_range.get(shard)
+        if ids:
+            self.id_range[shard] = ids[1:]
+            if len(ids) < ID_BLOCK // 2 and shard not in self.spare:
+                self.lease(shard)
+            then(ids[0])
+            return
+        if shard in self.spare:
+            self.id_range[shard] = self.spare.pop(shard)
+            self.alloc_id(shard, then)
+            return
+        self.lease_waiters.setdefault(shard, []).append(lambda: self.alloc_id(shard, then))
+        self.lease(shard)
+
+    def lease(self, shard: int) -> None:
+        if shard in self.leasing:
+            return
+        self.leasing.add(shard)
+        rid = self.request(COORDINATOR, wire.LEASE, None, [shard], None)
+        self.pending[rid] = (None, lambda _c, p: self.on_lease(shard, p[0]))
+
+    def on_lease(self, shard: int, block: int) -> None:
+        self.leasing.discard(shard)
+        self.blocks[block] = shard
+        self.spare[shard] = block_ids(block)
+        for resume in self.lease_waiters.pop(shard, []):
+            resume()
+
+    def job_shard(self, job_id: int) -> int | None:
+        return self.blocks.get(id_block(job_id))
+
+    # ----------------------------------------------------------------- commands
+    def dispatch(self, conn: Conn, cmd: c.Command) -> None:
+        key = STAT_KEYS.get(type(cmd))
+        if key is not None:
+            self.stats[key] += 1
+        handler = HANDLERS.get(type(cmd))
+        if handler is None:
+            self.reply(conn, cmd.reply if isinstance(cmd, c.ErrorReply) else proto.INTERNAL_ERROR)
+        else:
+            handler(self, conn, cmd)
+
+    def forward(
+        self, conn: Conn, target: int | None, op: int, args: list[Any], done: Done | None = None
+    ) -> None:
+        """Send a command to the process that owns its data; reply with what it answers."""
+        if target is None:
+            self.reply(conn, proto.NOT_FOUND)
+            return
+        self.call(conn, target, op, args, done or (lambda k, p: self.reply(k, p[0])))
+
+    def by_id(
+        self, conn: Conn, op: int, job_id: int, args: list[Any], done: Done | None = None
+    ) -> None:
+        self.forward(conn, self.job_shard(job_id), op, [job_id, *args], done)
+
+    def do_put(self, conn: Conn, cmd: c.Put) -> None:
+        if cmd.error == proto.JOB_TOO_BIG:
+            self.reply(conn, cmd.error)
+            return
+        conn.producer = True
+        shard = self.shard_of(conn.use)
+        conn.busy = True
+
+        def with_id(job_id: int) -> None:
+            if cmd.error is not None:
+                self.reply(conn, cmd.error)
+            elif self.draining:
+                self.reply(conn, proto.DRAINING)
+            elif not conn.closed:
+                args = [job_id, time.time_ns(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
+                self.call(conn, shard, wire.PUT, args, lambda k, p: self.reply(k, p[0]))
+
+        self.alloc_id(shard, with_id)
+
+    def forget(self, job_id: int) -> Done:
+        def done(conn: Conn, payload: list[Any]) -> None:
+            conn.reserved.pop(job_id, None)
+            self.reply(conn, payload[0])
+
+        return done
+
+    def on_reserved(self, conn: Conn, payload: list[Any]) -> None:
+        conn.waiting = None
+        if payload[0] == RESERVED:
+            conn.reserved[payload[2]] = payload[3]
+        self.reply(conn, payload[1])
+
+    def on_touched(self, job_id: int) -> Done:
+        def done(conn: Conn, payload: list[Any]) -> None:
+            if payload[1]:
+                conn.reserved[job_id] = payload[1]
+            self.reply(conn, payload[0])
+
+        return done
+
+    def quit(self, conn: Conn) -> None:
+        """`quit` has no reply; whatever the client pipelined after it is dropped."""
+        self.write(conn)
+        self.close(conn)
+
+    def do_reserve(self, conn: Conn, timeout: int | None) -> None:
+        conn.worker = True
+        now = time.monotonic_ns()
+        soon_at = conn.soon_at(now)
+        timeout_at = None if timeout is None else now + timeout * NS
+        by_shard: dict[int, list[str]] = {}
+        for tube in conn.watch:
+            by_shard.setdefault(self.shard_of(tube), []).append(tube)
+        conn.busy = True
+        conn.shards.update(by_shard)
+        if len(by_shard) == 1:
+            ((shard, tubes),) = by_shard.items()
+            args = [tubes, timeout_at, soon_at, False]
+            conn.waiting = self.request(shard, wire.RESERVE, conn, args, self.on_reserved)
+            return
+        cross = CrossReserve(conn)
+        cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
+        if soon_at is not None and (timeout_at is None or soon_at <= timeout_at):
+            cross.expire_at, cross.reply = soon_at, proto.DEADLINE_SOON
+        conn.waiting = cross
+        for shard, tubes in by_shard.items():
+            rid = self.request(shard, wire.RESERVE, conn, [tubes, None, None, True], None)
+            cross.rids[rid] = shard
+            cross.live.add(rid)
+            self.cross[rid] = cross
+
+    def on_cross(self, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
+        kind = payload[0]
+        if kind in (CANCELLED, OFFER):
+            cross.live.discard(rid)
+        if kind == OFFER:
+            if cross.done:
+                self.request(cross.rids[rid], wire.DECLINE, cross.conn, [payload[2]], None)
+            else:
+                cross.offers.append([rid, *payload])
+        if kind in (OFFER, WAITING):
+            cross.answered.add(rid)
+        if not cross.done and len(cross.answered) == len(cross.rids):
+            self.settle_cross(cross)
+        if cross.done and not cross.live:
+            for r in cross.rids:
+                self.cross.pop(r, None)
+
+    def settle_cross(self, cross: CrossReserve) -> None:
+        """Every shard has answered once: take the best offer, or decide to wait or stop."""
+        if cross.offers:
+            best = min(cross.offers, key=lambda o: (o[5], o[6]))
+            for offer in cross.offers:
+                op = wire.ACCEPT if offer is best else wire.DECLINE
+                self.request(cross.rids[offer[0]], op, cross.conn, [offer[3]], None)
+            cross.conn.reserved[best[3]] = time.monotonic_ns() + best[4]  # TTR starts on accept
+            self.finish_cross(cross, best[2])
+            return
+        now = time.monotonic_ns()
+        if cross.expire_at is not None and now >= cross.expire_at:
+            self.finish_cross(cross, cross.reply)
+        elif cross.expire_at is not None:
+            heapq.heappush(self.timers, (cross.expire_at, id(cross), cross))
+
+    def finish_cross(self, cross: CrossReserve, reply: bytes | None) -> None:
+        cross.done = True
+        cross.offers.clear()
+        for rid in cross.live:
+            if rid in self.cross:
+                self.outq.setdefault(cross.rids[rid], []).append([wire.CANCEL, rid, cross.conn.id])
+        if not cross.live:
+            for r in cross.rids:
+                self.cross.pop(r, None)
+        conn = cross.conn
+        if conn.waiting is cross:
+            conn.waiting = None
+        if reply is not None and not conn.closed:
+            self.reply(conn, reply)
+
+    def run_timers(self, now: int) -> None:
+        while self.timers and self.timers[0][0] <= now:
+            _, _, cross = heapq.heappop(self.timers)
+            if not cross.done:
+                self.finish_cross(cross, cross.reply)
+
+    def do_use(self, conn: Conn, cmd: c.Use) -> None:
+        old, conn.use = conn.use, cmd.tube
+        if old == cmd.tube:
+            self.reply(conn, proto.using(cmd.tube))
+            return
+        self.request(self.shard_of(old), wire.REF, conn, [old, -1, 0], None)
+        self.forward(
+            conn,
+            self.shard_of(cmd.tube),
+            wire.REF,
+            [cmd.tube, 1, 0],
+            lambda k, p: self.reply(k, proto.using(cmd.tube)),
+        )
+
+    def do_watch(self, conn: Conn, cmd: c.Watch) -> None:
+        if cmd.tube in conn.watch:
+            self.reply(conn, proto.watching(len(conn.watch)))
+            return
+        conn.watch.append(cmd.tube)
+        done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
+        self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, 1], done)
+
+    def do_ignore(self, conn: Conn, cmd: c.Ignore) -> None:
+        if cmd.tube not in conn.watch:
+            self.reply(conn, proto.watching(len(conn.watch)))
+            return
+        if len(conn.watch) == 1:
+            self.reply(conn, proto.NOT_IGNORED)
+            return
+        i = conn.watch.index(cmd.tube)
+        conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
+        conn.watch.pop()
+        done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
+        self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, -1], done)
+
+    def do_stats(self, conn: Conn, cmd: c.Stats) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        fields = {
+            **self.stats,
+            "max-job-size": self.max_job_size,
+            "current-connections": len(self.conns),
+            "current-producers": sum(k.producer for k in self.conns.values()),
+            "current-workers": sum(k.worker for k in self.conns.values()),
+            "current-waiting": sum(k.waiting is not None for k in self.conns.values()),
+            "total-connections": self.total_connections,
+            "draining": self.draining,
+            "rusage-utime": usage.ru_utime,
+            "rusage-stime": usage.ru_stime,
+        }
+        self.forward(conn, COORDINATOR, wire.STATS, [fields])
+
+    # ----------------------------------------------------------------- loop
+    def turn(self) -> None:
+        timeout = None
+        if self.timers:
+            timeout = max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS)
+        if any(s.getsockopt(zmq.EVENTS) & zmq.POLLIN for s in self.socks.values()):
+            timeout = 0
+        for key, mask in self.sel.select(timeout):
+            data = key.data
+            if data is None:
+                self.accept()
+            elif isinstance(data, Conn):
+                if mask & selectors.EVENT_WRITE:
+                    self.write(data)
+                if mask & selectors.EVENT_READ and not data.closed:
+                    self.read(data)
+        self.drain_zmq()
+        self.run_timers(time.monotonic_ns())
+        self.flush_requests()
+        self.flush_output()
+
+    def drain_zmq(self) -> None:
+        for s in self.socks.values():
+            while s.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                self.on_replies(wire.unpack(s.recv()))
+
+    def serve_forever(self) -> None:
+        while True:
+            self.turn()
+
+
+HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
+    c.Put: Acceptor.do_put,
+    c.Reserve: lambda a, k, cmd: a.do_reserve(k, None),
+    c.ReserveWithTimeout: lambda a, k, cmd: a.do_reserve(k, cmd.timeout),
+    c.ReserveJob: lambda a, k, cmd: a.by_id(k, wire.RESERVE_JOB, cmd.id, [], a.on_reserved),
+    c.Delete: lambda a, k, cmd: a.by_id(k, wire.DELETE, cmd.id, [], a.forget(cmd.id)),
+    c.Release: lambda a, k, cmd: a.by_id(
+        k, wire.RELEASE, cmd.id, [cmd.pri, cmd.delay], a.forget(cmd.id)
+    ),
+    c.Bury: lambda a, k, cmd: a.by_id(k, wire.BURY, cmd.id, [cmd.pri], a.forget(cmd.id)),
+    c.Touch: lambda a, k, cmd: a.by_id(k, wire.TOUCH, cmd.id, [], a.on_touched(cmd.id)),
+    c.Peek: lambda a, k, cmd: a.by_id(k, wire.PEEK, cmd.id, []),
+    c.KickJob: lambda a, k, cmd: a.by_id(k, wire.KICK_JOB, cmd.id, []),
+    c.StatsJob: lambda a, k, cmd: a.by_id(k, wire.STATS_JOB, cmd.id, []),
+    c.PeekReady: lambda a, k, cmd: a.forward(k, a.shard_of(k.use), wire.PEEK_READY, [k.use]),
+    c.PeekDelayed: lambda a, k, cmd: a.forward(k, a.shard_of(k.use), wire.PEEK_DELAYED, [k.use]),
+    c.PeekBuried: lambda a, k, cmd: a.forward(k, a.shard_of(k.use), wire.PEEK_BURIED, [k.use]),
+    c.Kick: lambda a, k, cmd: a.forward(k, a.shard_of(k.use), wire.KICK, [k.use, cmd.bound]),
+    c.StatsTube: lambda a, k, cmd: a.forward(k, a.shard_of(cmd.tube), wire.STATS_TUBE, [cmd.tube]),
+    c.PauseTube: lambda a, k, cmd: a.forward(
+        k, a.shard_of(cmd.tube), wire.PAUSE_TUBE, [cmd.tube, cmd.delay]
+    ),
+    c.Use: Acceptor.do_use,
+    c.Watch: Acceptor.do_watch,
+    c.Ignore: Acceptor.do_ignore,
+    c.Stats: Acceptor.do_stats,
+    c.ListTubes: lambda a, k, cmd: a.forward(k, COORDINATOR, wire.LIST_TUBES, []),
+    c.ListTubeUsed: lambda a, k, cmd: a.reply(k, proto.using(k.use)),
+    c.ListTubesWatched: lambda a, k, cmd: a.reply(k, proto.yaml_list(k.watch)),
+    c.Quit: lambda a, k, cmd: a.quit(k),
+}
+
+
+def main(listen_fd: int, run_dir: str, shards: int, max_job_size: int, draining: bool) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size)
+    acceptor.draining = draining
+
+    def drain(*_: Any) -> None:
+        acceptor.draining = True
+
+    signal.signal(signal.SIGUSR1, drain)
+    try:
+        acceptor.serve_forever()
+    finally:
+        for s in acceptor.socks.values():
+            s.close(0)
+        acceptor.listener.close()

@@ -1,0 +1,27 @@
+"""Entry point of the supervised processes: `python -m shardq.child ROLE ARGS...`."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> None:
+    role, args = argv[0], argv[1:]
+    if role == "shard":
+        from shardq.shard import main as run
+
+        run(int(args[0]), int(args[1]), args[2])
+    elif role == "coordinator":
+        from shardq.coordinator import main as run
+
+        run(args[0], args[1], int(args[2]), int(args[3]))
+    elif role == "acceptor":
+        from shardq.acceptor import main as run
+
+        run(int(args[0]), args[1], int(args[2]), int(args[3]), "--draining" in args[4:])
+    else:
+        raise SystemExit(f"unknown role {role!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

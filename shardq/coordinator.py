@@ -1,0 +1,228 @@
+"""The coordinator process: job-id blocks and the server-wide views (stats, list-tubes).
+
+Ids are leased in blocks (routing.ID_BLOCK) so a put needs no extra hop; the next
+free block is written to a small state file before it is handed out, so ids never go
+backwards when the coordinator (or the whole server) restarts on the same state dir.
+`stats` and `list-tubes` fan out to every shard and are summed or merged here.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import secrets
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import zmq
+
+from shardq import __version__, proto, wire
+
+
+@dataclass(slots=True)
+class Gather:
+    """A fan-out in progress: who asked, and the parts received so far."""
+
+    peer: bytes
+    rid: int
+    op: int
+    extra: Any
+    parts: list[Any] = field(default_factory=list)
+
+
+class IdCounter:
+    """The next free id block, kept in a file so it survives restarts."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            with open(path) as f:
+                self.next_block = int(f.read().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            self.next_block = 0
+
+    def lease(self) -> int:
+        block = self.next_block
+        self.next_block += 1
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(self.next_block))
+        os.replace(tmp, self.path)
+        return block
+
+
+class Coordinator:
+    def __init__(self, run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
+        self.ctx = zmq.Context.instance()
+        self.front = self.ctx.socket(zmq.ROUTER)
+        self.front.linger = 0
+        self.front.bind(f"ipc://{run_dir}/coordinator")
+        self.shards = []
+        for i in range(shards):
+            s = self.ctx.socket(zmq.DEALER)
+            s.linger = 0
+            s.connect(f"ipc://{run_dir}/shard-{i}")
+            self.shards.append(s)
+        self.ids = IdCounter(os.path.join(state_dir, "next-id-block"))
+        self.gathers: dict[int, Gather] = {}
+        self.next_rid = 1
+        self.started = time.monotonic()
+        self.server_id = secrets.token_hex(8)
+        self.binlog_max = binlog_max
+
+    def on_front(self, peer: bytes, req: list[Any]) -> None:
+        op, rid, _conn, args = req[0], req[1], req[2], req[3:]
+        if op == wire.LEASE:
+            self.front.send_multipart([peer, wire.pack([[rid, self.ids.lease()]])])
+            return
+        shard_op = wire.COUNTS if op == wire.STATS else wire.LIST
+        grid = self.next_rid
+        self.next_rid += 1
+        self.gathers[grid] = Gather(peer, rid, op, args[0] if args else None)
+        for s in self.shards:
+            s.send(wire.pack([[shard_op, grid, 0]]))
+
+    def on_shard(self, reply: list[Any]) -> None:
+        gather = self.gathers.get(reply[0])
+        if gather is None:
+            return
+        gather.parts.append(reply[1:])
+        if len(gather.parts) < len(self.shards):
+            return
+        del self.gathers[reply[0]]
+        if gather.op == wire.STATS:
+            body = self.stats(gather.extra, gather.parts)
+        else:
+            tubes = sorted(t for part in gather.parts for t in part[0])
+            body = proto.yaml_list(name for _, name in tubes)
+        self.front.send_multipart([gather.peer, wire.pack([[gather.rid, body]])])
+
+    def stats(self, acc: dict[str, Any], parts: list[list[Any]]) -> bytes:
+        """Sum the shards' counts and merge the acceptor's fields into beanstalkd's order."""
+        counts: dict[str, int] = {}
+        utime, stime = acc.pop("rusage-utime"), acc.pop("rusage-stime")
+        for part in parts:
+            for key, value in part[0].items():
+                counts[key] = counts.get(key, 0) + value
+            utime += part[1]
+            stime += part[2]
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        utime += own.ru_utime
+        stime += own.ru_stime
+        uname = platform.uname()
+        values = {**counts, **acc}
+        values.update(
+            {
+                "pid": os.getppid(),
+                "version": __version__,
+                "rusage-utime": proto.Raw(f"{utime:.6f}"),
+                "rusage-stime": proto.Raw(f"{stime:.6f}"),
+                "uptime": int(time.monotonic() - self.started),
+                "binlog-oldest-index": 0,
+                "binlog-current-index": 0,
+                "binlog-records-migrated": 0,
+                "binlog-records-written": 0,
+                "binlog-max-size": self.binlog_max,
+                "id": self.server_id,
+                "hostname": socket.gethostname(),
+                "os": uname.version,
+                "platform": uname.machine,
+            }
+        )
+        return proto.yaml_map((key, values[key]) for key in STATS_KEYS)
+
+    def serve_forever(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.front, zmq.POLLIN)
+        for s in self.shards:
+            poller.register(s, zmq.POLLIN)
+        while True:
+            for sock, _ in poller.poll():
+                while True:
+                    try:
+                        frames = sock.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    try:
+                        batch = wire.unpack(frames[-1])
+                    except ValueError:
+                        print("coordinator: dropped a malformed message", file=sys.stderr)
+                        continue
+                    for item in batch:
+                        if sock is self.front:
+                            self.on_front(frames[0], item)
+                        else:
+                            self.on_shard(item)
+
+
+#: `stats` keys in beanstalkd 1.12's order.
+STATS_KEYS = (
+    "current-jobs-urgent",
+    "current-jobs-ready",
+    "current-jobs-reserved",
+    "current-jobs-delayed",
+    "current-jobs-buried",
+    "cmd-put",
+    "cmd-peek",
+    "cmd-peek-ready",
+    "cmd-peek-delayed",
+    "cmd-peek-buried",
+    "cmd-reserve",
+    "cmd-reserve-with-timeout",
+    "cmd-delete",
+    "cmd-release",
+    "cmd-use",
+    "cmd-watch",
+    "cmd-ignore",
+    "cmd-bury",
+    "cmd-kick",
+    "cmd-touch",
+    "cmd-stats",
+    "cmd-stats-job",
+    "cmd-stats-tube",
+    "cmd-list-tubes",
+    "cmd-list-tube-used",
+    "cmd-list-tubes-watched",
+    "cmd-pause-tube",
+    "job-timeouts",
+    "total-jobs",
+    "max-job-size",
+    "current-tubes",
+    "current-connections",
+    "current-producers",
+    "current-workers",
+    "current-waiting",
+    "total-connections",
+    "pid",
+    "version",
+    "rusage-utime",
+    "rusage-stime",
+    "uptime",
+    "binlog-oldest-index",
+    "binlog-current-index",
+    "binlog-records-migrated",
+    "binlog-records-written",
+    "binlog-max-size",
+    "draining",
+    "id",
+    "hostname",
+    "os",
+    "platform",
+)
+
+
+def main(run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    coordinator = Coordinator(run_dir, state_dir, shards, binlog_max)
+    try:
+        coordinator.serve_forever()
+    finally:
+        coordinator.front.close(0)
+        for s in coordinator.shards:
+            s.close(0)

@@ -1,0 +1,510 @@
+"""The job engine of one shard: a pure state machine over the tubes that shard owns.
+
+Every method takes `now` (monotonic nanoseconds) instead of reading a clock, and
+answers with the reply bytes the client will see. Things that happen later — a
+waiting reserve being served, timing out, a job offered to a cross-shard reserver —
+are appended to `self.events` as (rid, payload) pairs for the process shell to send.
+
+Connections are identified by integers the acceptor hands out; `rid` identifies
+one reserve request. The engine never trusts a connection to own a job: it checks.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from itertools import islice
+from typing import Any
+
+from shardq import proto
+from shardq.job import NS, STATE_NAMES, Job, State
+from shardq.tube import Tube, Waiter
+
+SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR runs out
+
+# Kinds of reserve outcome, sent to the acceptor with the reply bytes.
+RESERVED, OFFER, WAITING, FINAL, CANCELLED = 1, 2, 3, 4, 5
+
+# Timer kinds in the engine's heap; every entry is re-checked when it fires.
+_T_DELAY, _T_TTR, _T_PAUSE, _T_WAIT = 1, 2, 3, 4
+
+
+def reserved_payload(job: Job) -> list[Any]:
+    """What a reserve answers: kind, reply bytes, id, TTR deadline."""
+    return [RESERVED, proto.job_reply(b"RESERVED", job.id, job.body), job.id, job.deadline]
+
+
+class Engine:
+    """All tubes and jobs of one shard."""
+
+    def __init__(self, owns_default: bool = True) -> None:
+        self.tubes: dict[str, Tube] = {}
+        self.jobs: dict[int, Job] = {}
+        self.owned: dict[int, set[int]] = {}  # conn -> ids of jobs it has reserved or been offered
+        self.waiters: dict[int, Waiter] = {}  # rid -> waiter
+        self.timers: list[tuple[int, int, int, Any]] = []
+        self.events: list[tuple[int, list[Any]]] = []
+        self.total_jobs = 0
+        self.job_timeouts = 0
+        self._stamp = 0
+        if owns_default:
+            self.ensure_tube("default", 0)
+
+    # ----------------------------------------------------------------- tubes
+    def ensure_tube(self, name: str, now: int) -> Tube:
+        tube = self.tubes.get(name)
+        if tube is None:
+            tube = self.tubes[name] = Tube(name, order=now)
+        return tube
+
+    def _gc(self, tube: Tube) -> None:
+        """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
+        if tube.in_use():
+            return
+        del self.tubes[tube.name]
+        if self.tubes:
+            last = max(self.tubes.values(), key=lambda t: t.order)
+            if last.order > tube.order:
+                last.order = tube.order
+
+    def ref(self, name: str, using: int, watching: int, now: int) -> None:
+        """A connection started or stopped using or watching a tube."""
+        tube = self.ensure_tube(name, now)
+        tube.using += using
+        tube.watching += watching
+        self._gc(tube)
+
+    def list_tubes(self) -> list[tuple[int, str]]:
+        return [(t.order, t.name) for t in self.tubes.values()]
+
+    # ----------------------------------------------------------------- timers
+    def _at(self, when: int, kind: int, key: Any) -> None:
+        self._stamp += 1
+        heapq.heappush(self.timers, (when, self._stamp, kind, key))
+
+    def next_wakeup(self) -> int | None:
+        return self.timers[0][0] if self.timers else None
+
+    def tick(self, now: int) -> None:
+        """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire."""
+        while self.timers and self.timers[0][0] <= now:
+            when, _, kind, key = heapq.heappop(self.timers)
+            if kind == _T_DELAY:
+                self._promote(key, when, now)
+            elif kind == _T_TTR:
+                self._expire(key, when, now)
+            elif kind == _T_PAUSE:
+                self._unpause(key, when, now)
+            else:
+                self._wait_expired(key, when)
+
+    def _promote(self, job_id: int, when: int, now: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.state == State.DELAYED and job.deadline == when:
+            self._unlink_delayed(job)
+            job.move("promote")
+            self._enqueue(job, now)
+
+    def _expire(self, job_id: int, when: int, now: int) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.state == State.RESERVED and job.deadline + 1 == when:
+            self._unreserve(job)
+            job.timeouts += 1
+            self.job_timeouts += 1
+            job.move("timeout")
+            self._enqueue(job, now)
+
+    def _unpause(self, name: str, when: int, now: int) -> None:
+        tube = self.tubes.get(name)
+        if tube is not None and tube.pause and tube.unpause_at == when:
+            tube.pause = 0
+            tube.unpause_at = 0
+            self._serve_tube(tube, now)
+
+    def _wait_expired(self, rid: int, when: int) -> None:
+        waiter = self.waiters.get(rid)
+        if waiter is not None and waiter.expire_at == when:
+            self._drop_waiter(waiter)
+            self.events.append((rid, [FINAL, waiter.expire_reply]))
+
+    # ----------------------------------------------------------------- moving jobs
+    def _enqueue(self, job: Job, now: int) -> None:
+        """Make a job ready and hand it to a waiter of its tube if there is one."""
+        tube = self.tubes[job.tube]
+        tube.add_ready(job)
+        if tube.waiters and not tube.paused(now):
+            self._serve_tube(tube, now)
+
+    def _delay(self, job: Job, delay: int, now: int) -> None:
+        job.deadline = now + delay
+        self.tubes[job.tube].delayed.add((job.deadline, job.seq, job.id))
+        self._at(job.deadline, _T_DELAY, job.id)
+
+    def _unlink_delayed(self, job: Job) -> None:
+        self.tubes[job.tube].delayed.remove((job.deadline, job.seq, job.id))
+
+    def _unlink(self, job: Job) -> None:
+        """Take a job out of whatever its tube holds it in (not reserved bookkeeping)."""
+        tube = self.tubes[job.tube]
+        if job.state == State.READY:
+            tube.remove_ready(job)
+        elif job.state == State.DELAYED:
+            self._unlink_delayed(job)
+        elif job.state == State.BURIED:
+            del tube.buried[job.id]
+
+    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> None:
+        self._unlink(job)
+        job.move(op)
+        job.owner = conn
+        job.reserves += 1
+        job.deadline = now + job.ttr
+        self.tubes[job.tube].reserved += 1
+        self.owned.setdefault(conn, set()).add(job.id)
+        self._at(job.deadline + 1, _T_TTR, job.id)
+
+    def _unreserve(self, job: Job) -> None:
+        """Forget who holds a reserved or offered job (the job stays where it is)."""
+        tube = self.tubes[job.tube]
+        if job.state == State.RESERVED:
+            tube.reserved -= 1
+        else:
+            tube.offered -= 1
+        held = self.owned.get(job.owner)
+        if held is not None:
+            held.discard(job.id)
+            if not held:
+                del self.owned[job.owner]
+        job.owner = 0
+
+    def _owned_by(self, job_id: int, conn: int) -> Job | None:
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.RESERVED or job.owner != conn:
+            return None
+        return job
+
+    # ----------------------------------------------------------------- reserve and waiters
+    def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
+        best = None
+        for name in tubes:
+            tube = self.tubes.get(name)
+            if tube is None or not tube.ready or tube.paused(now):
+                continue
+            head = tube.ready[0]
+            if best is None or head < best:
+                best = head
+        return None if best is None else self.jobs[best[2]]
+
+    def _serve_tube(self, tube: Tube, now: int) -> None:
+        """Hand the tube's best ready jobs to its oldest waiters, while both exist."""
+        while tube.ready and tube.waiters:
+            waiter = tube.oldest_waiter()
+            self._drop_waiter(waiter)
+            job = self.jobs[tube.ready[0][2]]
+            self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
+
+    def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
+        if not offer:
+            self._reserve(job, conn, now)
+            return reserved_payload(job)
+        self._unlink(job)
+        job.move("offer")
+        job.owner = conn
+        self.tubes[job.tube].offered += 1
+        self.owned.setdefault(conn, set()).add(job.id)
+        return [
+            OFFER,
+            proto.job_reply(b"RESERVED", job.id, job.body),
+            job.id,
+            job.ttr,
+            job.pri,
+            job.seq,
+        ]
+
+    def _drop_waiter(self, waiter: Waiter) -> None:
+        del self.waiters[waiter.rid]
+        for name in waiter.tubes:
+            tube = self.tubes.get(name)
+            if tube is not None:
+                tube.waiters.pop(waiter.rid, None)
+
+    def reserve(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+        offer: bool = False,
+    ) -> list[Any] | None:
+        """Answer a reserve now, or register it as a waiter and answer None.
+
+        `soon_at` is when the connection's soonest reserved job enters the safety margin
+        (the acceptor knows every shard's reservations of the connection, so it computes it).
+        An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
+        deadlines to the acceptor.
+        """
+        job = self._best_job(tubes, now)
+        if job is not None:
+            return self._hand_over(job, conn, offer, now)
+        if soon_at is not None and now >= soon_at:
+            return [FINAL, proto.DEADLINE_SOON]
+        if timeout_at is not None and now >= timeout_at:
+            return [FINAL, proto.TIMED_OUT]
+        expire_at, reply = timeout_at, proto.TIMED_OUT
+        if soon_at is not None and (expire_at is None or soon_at <= expire_at):
+            expire_at, reply = soon_at, proto.DEADLINE_SOON
+        if offer:
+            expire_at = None
+        waiter = Waiter(conn, rid, tubes, offer, expire_at, reply)
+        self.waiters[rid] = waiter
+        for name in tubes:
+            self.ensure_tube(name, now).waiters[rid] = waiter
+        if expire_at is not None:
+            self._at(expire_at, _T_WAIT, rid)
+        return [WAITING] if offer else None
+
+    def cancel(self, rid: int) -> None:
+        """Withdraw a waiting reserve (the acceptor timed it out or was served elsewhere)."""
+        waiter = self.waiters.get(rid)
+        if waiter is not None:
+            self._drop_waiter(waiter)
+
+    def accept(self, conn: int, job_id: int, now: int) -> None:
+        """The cross-shard reserver took the offered job: it is now reserved by it."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.OFFERED or job.owner != conn:
+            return
+        self._unreserve(job)
+        self._reserve(job, conn, now, "accept")
+
+    def decline(self, conn: int, job_id: int, now: int) -> None:
+        """The reserver was gone or served elsewhere: the job goes back to its place."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.OFFERED or job.owner != conn:
+            return
+        self._unreserve(job)
+        job.move("decline")
+        self._enqueue(job, now)
+
+    def reserve_job(self, conn: int, job_id: int, now: int) -> list[Any]:
+        job = self.jobs.get(job_id)
+        if job is None or not job.can("reserve"):
+            return [FINAL, proto.NOT_FOUND]
+        self._reserve(job, conn, now)
+        return reserved_payload(job)
+
+    def disconnect(self, conn: int, now: int) -> None:
+        """A connection closed: its waiters go away and its jobs are ready again at once."""
+        for waiter in [w for w in self.waiters.values() if w.conn == conn]:
+            self._drop_waiter(waiter)
+        for job_id in sorted(self.owned.get(conn, ())):
+            job = self.jobs[job_id]
+            if job.state == State.OFFERED:
+                self.decline(conn, job_id, now)
+            else:
+                self._unreserve(job)
+                job.move("release")
+                self._enqueue(job, now)
+
+    # ----------------------------------------------------------------- commands
+    def put(
+        self,
+        job_id: int,
+        seq: int,
+        tube_name: str,
+        pri: int,
+        delay: int,
+        ttr: int,
+        body: bytes,
+        now: int,
+    ) -> bytes:
+        tube = self.ensure_tube(tube_name, now)
+        job = Job(job_id, seq, tube_name, pri, delay * NS, max(ttr, 1) * NS, body, now)
+        self.jobs[job_id] = job
+        tube.total_jobs += 1
+        self.total_jobs += 1
+        if delay > 0:
+            job.state = State.DELAYED
+            self._delay(job, job.delay, now)
+        else:
+            self._enqueue(job, now)
+        return b"INSERTED %d\r\n" % job_id
+
+    def delete(self, conn: int, job_id: int, now: int) -> bytes:
+        job = self.jobs.get(job_id)
+        if job is None or job.state == State.OFFERED:
+            return proto.NOT_FOUND
+        if job.state == State.RESERVED:
+            if job.owner != conn:
+                return proto.NOT_FOUND
+            self._unreserve(job)
+        else:
+            self._unlink(job)
+        del self.jobs[job_id]
+        tube = self.tubes[job.tube]
+        tube.cmd_delete += 1
+        self._gc(tube)
+        return proto.DELETED
+
+    def release(self, conn: int, job_id: int, pri: int, delay: int, now: int) -> bytes:
+        job = self._owned_by(job_id, conn)
+        if job is None:
+            return proto.NOT_FOUND
+        self._unreserve(job)
+        job.pri = pri
+        job.releases += 1
+        if delay > 0:
+            job.delay = delay * NS
+            job.move("release-delayed")
+            self._delay(job, job.delay, now)
+        else:
+            job.move("release")
+            self._enqueue(job, now)
+        return proto.RELEASED
+
+    def bury(self, conn: int, job_id: int, pri: int, now: int) -> bytes:
+        job = self._owned_by(job_id, conn)
+        if job is None:
+            return proto.NOT_FOUND
+        self._unreserve(job)
+        job.pri = pri
+        job.buries += 1
+        job.move("bury")
+        self.tubes[job.tube].buried[job.id] = None
+        return proto.BURIED
+
+    def touch(self, conn: int, job_id: int, now: int) -> list[Any]:
+        """Answer TOUCHED with the new deadline, so the acceptor can track DEADLINE_SOON."""
+        job = self._owned_by(job_id, conn)
+        if job is None:
+            return [proto.NOT_FOUND, 0]
+        job.deadline = now + job.ttr
+        self._at(job.deadline + 1, _T_TTR, job.id)
+        return [proto.TOUCHED, job.deadline]
+
+    def _kick_one(self, job: Job, now: int) -> None:
+        self._unlink(job)
+        job.kicks += 1
+        job.move("kick")
+        self._enqueue(job, now)
+
+    def kick(self, tube_name: str, bound: int, now: int) -> bytes:
+        tube = self.tubes.get(tube_name)
+        if tube is None:
+            return b"KICKED 0\r\n"
+        if tube.buried:
+            ids = list(islice(tube.buried, bound))
+        else:
+            ids = [key[2] for key in tube.delayed.islice(0, bound)]
+        for job_id in ids:
+            self._kick_one(self.jobs[job_id], now)
+        return b"KICKED %d\r\n" % len(ids)
+
+    def kick_job(self, job_id: int, now: int) -> bytes:
+        job = self.jobs.get(job_id)
+        if job is None or not job.can("kick"):
+            return proto.NOT_FOUND
+        self._kick_one(job, now)
+        return b"KICKED\r\n"
+
+    def peek(self, job_id: int) -> bytes:
+        job = self.jobs.get(job_id)
+        return proto.NOT_FOUND if job is None else proto.job_reply(b"FOUND", job.id, job.body)
+
+    def _peek_key(self, key: tuple[int, ...] | None) -> bytes:
+        return proto.NOT_FOUND if key is None else self.peek(key[-1])
+
+    def peek_ready(self, tube_name: str) -> bytes:
+        tube = self.tubes.get(tube_name)
+        return self._peek_key(tube.best_ready() if tube else None)
+
+    def peek_delayed(self, tube_name: str) -> bytes:
+        tube = self.tubes.get(tube_name)
+        return self._peek_key(tube.delayed[0] if tube and tube.delayed else None)
+
+    def peek_buried(self, tube_name: str) -> bytes:
+        tube = self.tubes.get(tube_name)
+        first = next(iter(tube.buried), None) if tube else None
+        return self._peek_key(None if first is None else (first,))
+
+    def pause_tube(self, tube_name: str, delay: int, now: int) -> bytes:
+        tube = self.tubes.get(tube_name)
+        if tube is None:
+            return proto.NOT_FOUND
+        tube.pause = delay * NS or 1
+        tube.unpause_at = now + tube.pause
+        tube.cmd_pause += 1
+        self._at(tube.unpause_at, _T_PAUSE, tube.name)
+        return proto.PAUSED
+
+    # ----------------------------------------------------------------- stats
+    def stats_job(self, job_id: int, now: int) -> bytes:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return proto.NOT_FOUND
+        left = 0
+        if job.state in (State.RESERVED, State.DELAYED):
+            left = _seconds(job.deadline - now)
+        return proto.yaml_map(
+            [
+                ("id", job.id),
+                ("tube", job.tube),
+                ("state", proto.Raw(STATE_NAMES[job.state])),
+                ("pri", job.pri),
+                ("age", _seconds(now - job.created)),
+                ("delay", job.delay // NS),
+                ("ttr", job.ttr // NS),
+                ("time-left", left),
+                ("file", 0),
+                ("reserves", job.reserves),
+                ("timeouts", job.timeouts),
+                ("releases", job.releases),
+                ("buries", job.buries),
+                ("kicks", job.kicks),
+            ]
+        )
+
+    def stats_tube(self, tube_name: str, now: int) -> bytes:
+        tube = self.tubes.get(tube_name)
+        if tube is None:
+            return proto.NOT_FOUND
+        paused = tube.paused(now)
+        return proto.yaml_map(
+            [
+                ("name", tube.name),
+                ("current-jobs-urgent", tube.urgent),
+                ("current-jobs-ready", len(tube.ready) + tube.offered),
+                ("current-jobs-reserved", tube.reserved),
+                ("current-jobs-delayed", len(tube.delayed)),
+                ("current-jobs-buried", len(tube.buried)),
+                ("total-jobs", tube.total_jobs),
+                ("current-using", tube.using),
+                ("current-watching", tube.watching),
+                ("current-waiting", len(tube.waiters)),
+                ("cmd-delete", tube.cmd_delete),
+                ("cmd-pause-tube", tube.cmd_pause),
+                ("pause", tube.pause // NS if paused else 0),
+                ("pause-time-left", _seconds(tube.unpause_at - now) if paused else 0),
+            ]
+        )
+
+    def counts(self) -> dict[str, int]:
+        """This shard's share of the server-wide `stats`."""
+        tubes = self.tubes.values()
+        return {
+            "current-jobs-urgent": sum(t.urgent for t in tubes),
+            "current-jobs-ready": sum(len(t.ready) + t.offered for t in tubes),
+            "current-jobs-reserved": sum(t.reserved for t in tubes),
+            "current-jobs-delayed": sum(len(t.delayed) for t in tubes),
+            "current-jobs-buried": sum(len(t.buried) for t in tubes),
+            "job-timeouts": self.job_timeouts,
+            "total-jobs": self.total_jobs,
+            "current-tubes": len(self.tubes),
+        }
+
+
+def _seconds(ns: int) -> int:
+    """Whole seconds, truncated toward zero like beanstalkd's int64 division."""
+    return -(-ns // NS) if ns < 0 else ns // NS

@@ -1,0 +1,150 @@
+"""The shard process: a ZeroMQ ROUTER loop around one Engine.
+
+Each message is a batch of requests from the acceptor or the coordinator; the replies
+to one batch, plus whatever the engine has to say on its own (a waiter served, a
+reserve timing out), go back as one batch per peer. Timers are the engine's: the loop
+sleeps until the engine's next wake-up or the next message, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import resource
+import signal
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from shardq import wire
+from shardq.engine import CANCELLED, WAITING, Engine
+
+MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
+
+Handler = Callable[[Engine, int, list[Any], int], Any]
+
+
+def _bytes(fn: Callable[..., bytes]) -> Handler:
+    return lambda e, conn, a, now: [fn(e, *a)]
+
+
+def _bytes_now(fn: Callable[..., bytes]) -> Handler:
+    return lambda e, conn, a, now: [fn(e, *a, now)]
+
+
+def _conn_now(fn: Callable[..., Any]) -> Handler:
+    return lambda e, conn, a, now: fn(e, conn, *a, now)
+
+
+def _counts(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return [e.counts(), usage.ru_utime, usage.ru_stime]
+
+
+def _ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    e.ref(a[0], a[1], a[2], now)
+    return []
+
+
+#: op -> handler(engine, conn, args, now) -> reply payload (list), or None for no reply.
+HANDLERS: dict[int, Handler] = {
+    wire.PUT: lambda e, conn, a, now: [e.put(*a, now)],
+    wire.RESERVE_JOB: _conn_now(Engine.reserve_job),
+    wire.DELETE: lambda e, conn, a, now: [e.delete(conn, a[0], now)],
+    wire.RELEASE: lambda e, conn, a, now: [e.release(conn, *a, now)],
+    wire.BURY: lambda e, conn, a, now: [e.bury(conn, *a, now)],
+    wire.TOUCH: _conn_now(Engine.touch),
+    wire.PEEK: _bytes(Engine.peek),
+    wire.KICK_JOB: _bytes_now(Engine.kick_job),
+    wire.STATS_JOB: _bytes_now(Engine.stats_job),
+    wire.PEEK_READY: _bytes(Engine.peek_ready),
+    wire.PEEK_DELAYED: _bytes(Engine.peek_delayed),
+    wire.PEEK_BURIED: _bytes(Engine.peek_buried),
+    wire.KICK: _bytes_now(Engine.kick),
+    wire.STATS_TUBE: _bytes_now(Engine.stats_tube),
+    wire.PAUSE_TUBE: _bytes_now(Engine.pause_tube),
+    wire.REF: _ref,
+    wire.ACCEPT: lambda e, conn, a, now: e.accept(conn, a[0], now),
+    wire.DECLINE: lambda e, conn, a, now: e.decline(conn, a[0], now),
+    wire.DISCONNECT: lambda e, conn, a, now: e.disconnect(conn, now),
+    wire.COUNTS: _counts,
+    wire.LIST: lambda e, conn, a, now: [e.list_tubes()],
+}
+
+
+class ShardServer:
+    """Owns the socket and the engine; knows which peer waits for which reserve."""
+
+    def __init__(self, index: int, endpoint: str, owns_default: bool) -> None:
+        self.index = index
+        self.engine = Engine(owns_default=owns_default)
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.linger = 0
+        self.sock.bind(endpoint)
+        self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
+
+    def handle(self, peer: bytes, req: list[Any], now: int, out: dict[bytes, list]) -> None:
+        op, rid, conn, args = req[0], req[1], req[2], req[3:]
+        if op == wire.RESERVE:
+            tubes, timeout_at, soon_at, offer = args
+            payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
+            if payload is None or payload[0] == WAITING:  #: answered later as an event
+                self.waiting_peer[rid] = peer
+        elif op == wire.CANCEL:
+            self.engine.cancel(rid)
+            self.waiting_peer.pop(rid, None)
+            payload = [CANCELLED]  # no offer for this rid can follow
+        else:
+            payload = HANDLERS[op](self.engine, conn, args, now)
+        if payload is not None:
+            out[peer].append([rid, *payload])
+
+    def turn(self, timeout_ms: int | None) -> None:
+        out: dict[bytes, list] = defaultdict(list)
+        if self.sock.poll(timeout_ms):
+            now = time.monotonic_ns()
+            for _ in range(MAX_MESSAGES_PER_TURN):
+                try:
+                    peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                try:
+                    batch = wire.unpack(data)
+                except ValueError:
+                    print(f"shard {self.index}: dropped a malformed message", file=sys.stderr)
+                    continue
+                for req in batch:
+                    self.handle(peer, req, now, out)
+        self.engine.tick(time.monotonic_ns())
+        for rid, payload in self.engine.events:
+            peer = self.waiting_peer.pop(rid, None)
+            if peer is not None:
+                out[peer].append([rid, *payload])
+        self.engine.events.clear()
+        for peer, replies in out.items():
+            self.sock.send_multipart([peer, wire.pack(replies)])
+
+    def serve_forever(self) -> None:
+        while True:
+            wake = self.engine.next_wakeup()
+            timeout = None
+            if wake is not None:
+                timeout = max(0, -(-(wake - time.monotonic_ns()) // 1_000_000))
+            self.turn(timeout)
+
+
+def main(index: int, shards: int, run_dir: str) -> None:
+    from shardq.routing import tube_shard
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server = ShardServer(
+        index, f"ipc://{run_dir}/shard-{index}", tube_shard("default", shards) == index
+    )
+    try:
+        server.serve_forever()
+    finally:
+        server.sock.close(0)

@@ -1,0 +1,157 @@
+"""The supervisor: binds the port, starts every process, restarts the ones that die.
+
+It binds the listening socket itself and passes it to the acceptor, so a restarted
+acceptor keeps the same port and `-p 0` is resolved before anything else starts.
+Signals become actions: SIGTERM/SIGINT stop everything (children get SIGTERM, then
+SIGKILL after a grace period) and remove the ipc socket files; SIGUSR1 puts the
+server in drain mode; SIGHUP is logged (reload is not supported yet).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from shardq.config import Config
+
+STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
+CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
+RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it and its current incarnation."""
+
+    name: str
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    quick_restarts: int = 0
+    extra: list[str] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv + self.extra, pass_fds=self.pass_fds)
+        self.started = time.monotonic()
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def child_argv(role: str, *args: object) -> list[str]:
+    return [sys.executable, "-m", "shardq.child", role, *map(str, args)]
+
+
+class Supervisor:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.own_run_dir = config.run_dir is None
+        self.run_dir = config.run_dir or tempfile.mkdtemp(prefix="shardq-")
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.state_dir = config.wal_dir or self.run_dir
+        os.makedirs(self.state_dir, exist_ok=True)
+        self.listener = bind_listener(config.listen, config.port)
+        self.stopping = False
+        self.draining = False
+        n = config.shards
+        self.children = [
+            Child(
+                "coordinator",
+                child_argv("coordinator", self.run_dir, self.state_dir, n, config.segment_bytes),
+            )
+        ]
+        self.children += [
+            Child(f"shard {i}", child_argv("shard", i, n, self.run_dir)) for i in range(n)
+        ]
+        fd = self.listener.fileno()
+        acceptor_argv = child_argv("acceptor", fd, self.run_dir, n, config.max_job_size)
+        self.acceptor = Child("acceptor", acceptor_argv, pass_fds=(fd,))
+        self.children.append(self.acceptor)
+
+    def log(self, message: str) -> None:
+        print(f"shardq: {message}", file=sys.stderr, flush=True)
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.stopping = True
+        elif signum == signal.SIGUSR1:
+            self.draining = True
+            self.acceptor.extra = ["--draining"]
+            if self.acceptor.proc is not None:
+                self.acceptor.proc.send_signal(signal.SIGUSR1)
+        elif signum == signal.SIGHUP:
+            self.log("SIGHUP: configuration reload is not supported yet; ignored")
+
+    def run(self) -> int:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
+            signal.signal(signum, self.on_signal)
+        try:
+            for child in self.children:
+                child.start()
+            host, port = self.listener.getsockname()[:2]
+            print(f"shardq listening on {host}:{port}", flush=True)
+            if self.config.verbose:
+                self.log(f"pid {os.getpid()}, {self.config.shards} shards, run dir {self.run_dir}")
+            while not self.stopping:
+                time.sleep(CHECK_PERIOD_S)
+                self.restart_dead()
+        finally:
+            self.stop()
+        return 0
+
+    def restart_dead(self) -> None:
+        for child in self.children:
+            if child.proc is None or child.proc.poll() is None or self.stopping:
+                continue
+            code = child.proc.returncode
+            quick = time.monotonic() - child.started < 5.0
+            child.quick_restarts = child.quick_restarts + 1 if quick else 0
+            delay = RESTART_BACKOFF_S[min(child.quick_restarts, len(RESTART_BACKOFF_S) - 1)]
+            self.log(f"{child.name} (pid {child.proc.pid}) exited with status {code}; restarting")
+            time.sleep(delay)
+            child.start()
+
+    def stop(self) -> None:
+        live = [c.proc for c in self.children if c.proc is not None and c.proc.poll() is None]
+        for proc in live:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in live:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.listener.close()
+        if self.own_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        else:
+            for name in os.listdir(self.run_dir):
+                if name == "coordinator" or name.startswith("shard-"):
+                    os.unlink(os.path.join(self.run_dir, name))
+
+
+def serve(config: Config) -> int:
+    try:
+        supervisor = Supervisor(config)
+    except OSError as e:
+        print(
+            f"shardq: cannot listen on {config.listen}:{config.port}: {e.strerror}", file=sys.stderr
+        )
+        return 1
+    return supervisor.run()

@@ -1,0 +1,71 @@
+"""A tube: its ready, delayed and buried jobs, its waiters, pause state and counters.
+
+The tube only keeps order; the engine decides what moves where. Ready jobs are
+ordered by (priority, put order, id), delayed jobs by (due time, put order, id),
+buried jobs by the order they were buried in (oldest first, as kick takes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from shardq.job import URGENT_PRI, Job
+
+
+@dataclass(slots=True, eq=False)
+class Waiter:
+    """A reserve that could not be answered yet; served first come, first served."""
+
+    conn: int
+    rid: int
+    tubes: tuple[str, ...]
+    offer: bool  # a cross-shard reserve: offer the job, the acceptor accepts or declines
+    expire_at: int | None  # when the reserve ends without a job
+    expire_reply: bytes  # TIMED_OUT or DEADLINE_SOON
+
+
+@dataclass(slots=True, eq=False)
+class Tube:
+    name: str
+    order: int  # position key for list-tubes (creation stamp, swap-remove emulated)
+    ready: SortedList = field(default_factory=SortedList)
+    delayed: SortedList = field(default_factory=SortedList)
+    buried: dict[int, None] = field(default_factory=dict)
+    waiters: dict[int, Waiter] = field(default_factory=dict)  # rid -> waiter, arrival order
+    urgent: int = 0
+    reserved: int = 0
+    offered: int = 0
+    total_jobs: int = 0
+    using: int = 0
+    watching: int = 0
+    cmd_delete: int = 0
+    cmd_pause: int = 0
+    pause: int = 0  # configured pause, ns (0 = not paused)
+    unpause_at: int = 0
+
+    def jobs(self) -> int:
+        return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered
+
+    def in_use(self) -> bool:
+        return self.name == "default" or bool(self.using or self.watching or self.jobs())
+
+    def paused(self, now: int) -> bool:
+        return self.pause != 0 and now < self.unpause_at
+
+    def add_ready(self, job: Job) -> None:
+        self.ready.add(job.ready_key)
+        if job.pri < URGENT_PRI:
+            self.urgent += 1
+
+    def remove_ready(self, job: Job) -> None:
+        self.ready.remove(job.ready_key)
+        if job.pri < URGENT_PRI:
+            self.urgent -= 1
+
+    def best_ready(self) -> tuple[int, int, int] | None:
+        return self.ready[0] if self.ready else None
+
+    def oldest_waiter(self) -> Waiter | None:
+        return next(iter(self.waiters.values()), None)
