@@ -1,0 +1,418 @@
+"""A small session language for differential tests against beanstalkd 1.12.
+
+A *session* is a list of steps. Each step names a connection ("A", "B", ...;
+connections open lazily at their first step), optionally bytes to send, and
+what to do next:
+
+    A(b"put 0 0 60 1\\r\\nx\\r\\n", bind="j1")   send, read 1 reply unit, bind its id as j1
+    A(b"stats\\r\\n", 1)                      send, read 1 unit
+    A(b"x" * 250 + b"\\r\\n", 0)                send only
+    A.read(2)                              read 2 units (no send)
+    A.silent(b"reserve\\r\\n", 0.3)           send, then assert no byte arrives for 0.3 s
+    A.eof(b"quit\\r\\n")                      send, then assert the server closes
+    A.shutdown() / A.close()               shutdown(SHUT_WR) / close the socket
+    wait(1.0)                              sleep (timing sessions only)
+    calc("j3 - j1")                        record an arithmetic fact about bound ids
+
+Job ids are symbolic. ``bind`` names the ids of the id-carrying replies of a step
+(``INSERTED``, ``RESERVED``, ``FOUND``, ``BURIED <id>``) in order; ``None`` skips
+one. Commands use them as ``{j1}`` (or ``{j1+1}``). In transcripts every job id
+is replaced by its name, or by ``#k`` in order of first appearance.
+
+``want=`` gives the expected (normalised) bytes of a step's replies,
+concatenated. It is checked on the oracle side only: it records what the live
+beanstalkd 1.12 was seen to answer, and fails loudly if the oracle ever
+disagrees. The differential comparison itself needs no ``want``.
+
+Normalisation is deliberately narrow (see :func:`normalise_unit`): job ids,
+process/time-dependent stats values, YAML string quoting and the ``OK <n>``
+byte count of YAML bodies (which is checked against the body on each side
+separately). Everything else must match byte for byte, in order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import socket
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+from helpers import (
+    READ_DEADLINE,
+    connect,
+    expect_eof,
+    expect_silence,
+    read_replies,
+    send,
+)
+
+#: Stats keys whose values depend on the process, the host, the clock or the binlog.
+IGNORED_KEYS = frozenset(
+    {
+        "pid",
+        "uptime",
+        "rusage-utime",
+        "rusage-stime",
+        "hostname",
+        "os",
+        "platform",
+        "version",
+        "age",
+        "time-left",
+        "pause-time-left",
+        "binlog-oldest-index",
+        "binlog-current-index",
+        "binlog-records-migrated",
+        "binlog-records-written",
+        "binlog-max-size",
+        # stats `id` is random per process; stats-job `id` is a job id and is mapped instead.
+        "id",
+        # stats-job `file`: the binlog file holding the job (0 without a binlog).
+        "file",
+    }
+)
+#: Connection counters, ignored only by sessions where closing makes them racy.
+RACY_CONNECTION_KEYS = frozenset(
+    {"total-connections", "current-connections", "current-producers", "current-workers"}
+)
+SHARD_COUNTS = (1, 4)
+
+_ID_LINE = re.compile(rb"^(INSERTED|BURIED) (\d+)\r\n$")
+_JOB_HEADER = re.compile(rb"^(RESERVED|FOUND) (\d+) (\d+)\r\n")
+_OK_HEADER = re.compile(rb"^OK (\d+)\r\n")
+_TEMPLATE = re.compile(rb"\{([A-Za-z_]\w*)([+-]\d+)?\}")
+
+
+# --------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True)
+class Step:
+    conn: str | None = None
+    send: bytes | None = None
+    read: int = 0
+    silence: float | None = None
+    eof: bool = False
+    shutdown: bool = False
+    close: bool = False
+    wait: float | None = None
+    calc: str | None = None
+    bind: tuple[str | None, ...] = ()
+    want: bytes | None = None
+    timeout: float = READ_DEADLINE
+
+
+def _names(bind: str | Iterable[str | None] | None) -> tuple[str | None, ...]:
+    if bind is None:
+        return ()
+    if isinstance(bind, str):
+        return tuple(bind.split())
+    return tuple(bind)
+
+
+class Conn:
+    """Step factory for one named connection."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(
+        self,
+        data: bytes,
+        n: int = 1,
+        *,
+        bind: str | Iterable[str | None] | None = None,
+        want: bytes | None = None,
+        timeout: float = READ_DEADLINE,
+    ) -> Step:
+        return Step(self.name, data, n, bind=_names(bind), want=want, timeout=timeout)
+
+    def read(
+        self,
+        n: int = 1,
+        *,
+        bind: str | Iterable[str | None] | None = None,
+        want: bytes | None = None,
+        timeout: float = READ_DEADLINE,
+    ) -> Step:
+        return Step(self.name, None, n, bind=_names(bind), want=want, timeout=timeout)
+
+    def silent(self, data: bytes | None = None, seconds: float = 0.3) -> Step:
+        return Step(self.name, data, silence=seconds)
+
+    def eof(self, data: bytes | None = None) -> Step:
+        return Step(self.name, data, eof=True)
+
+    def shutdown(self) -> Step:
+        return Step(self.name, shutdown=True)
+
+    def close(self) -> Step:
+        return Step(self.name, close=True)
+
+
+def wait(seconds: float) -> Step:
+    """Sleep. Only for sessions about TTR, delays, pauses and timeouts."""
+    return Step(wait=seconds)
+
+
+def calc(expr: str) -> Step:
+    """Record ``a - b`` / ``a + 3`` over bound ids (e.g. to show ids used up)."""
+    return Step(calc=expr)
+
+
+@dataclass(frozen=True)
+class Session:
+    name: str
+    steps: tuple[Step, ...]
+    #: Extra stats keys to ignore (only where the value is inherently racy).
+    ignore: frozenset[str] = frozenset()
+    #: Shard counts this session is compared for (see test_shardq_fixes.py for the rest).
+    shards: tuple[int, ...] = SHARD_COUNTS
+
+
+def session(
+    name: str,
+    *steps: Step | Sequence[Step],
+    ignore: Iterable[str] = (),
+    shards: tuple[int, ...] = SHARD_COUNTS,
+) -> Session:
+    flat: list[Step] = []
+    for s in steps:
+        flat.extend([s] if isinstance(s, Step) else s)
+    return Session(name, tuple(flat), frozenset(ignore), shards)
+
+
+A, B, C, D, E = (Conn(x) for x in "ABCDE")
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+@dataclass
+class IdMap:
+    """Job id <-> symbolic name, for one server."""
+
+    by_name: dict[str, int] = field(default_factory=dict)
+    by_id: dict[int, str] = field(default_factory=dict)
+
+    def name_of(self, job_id: int) -> str:
+        if job_id not in self.by_id:
+            self.by_id[job_id] = f"#{len(self.by_id) + 1}"
+        return self.by_id[job_id]
+
+    def bind(self, name: str, job_id: int) -> None:
+        self.by_name[name] = job_id
+        self.by_id.setdefault(job_id, name)
+
+    def token(self, job_id: int) -> bytes:
+        return b"{" + self.name_of(job_id).encode() + b"}"
+
+    def expand(self, template: bytes) -> bytes:
+        def sub(m: re.Match[bytes]) -> bytes:
+            name = m.group(1).decode()
+            if name not in self.by_name:
+                raise KeyError(f"unbound job name {{{name}}}")
+            return str(self.by_name[name] + int(m.group(2) or 0)).encode()
+
+        return _TEMPLATE.sub(sub, template)
+
+
+def _unquote(value: bytes) -> bytes:
+    if len(value) >= 2 and value[:1] == b'"' and value[-1:] == b'"':
+        return value[1:-1].replace(b'\\"', b'"').replace(b"\\\\", b"\\")
+    return value
+
+
+def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | None:
+    """Normalise a YAML stats/list body (without its final CRLF), or None if not YAML."""
+    lines = body.split(b"\n")
+    if len(lines) < 2 or lines[0] != b"---" or lines[-1] != b"":
+        return None
+    out = [b"---"]
+    is_job = lines[1].startswith(b"id: ")
+    for line in lines[1:-1]:
+        if line.startswith(b"- "):
+            out.append(b"- " + _unquote(line[2:]))
+            continue
+        key, sep, value = line.partition(b": ")
+        if not sep:
+            out.append(line)
+            continue
+        value = _unquote(value)
+        k = key.decode(errors="replace")
+        if k == "id" and is_job and value.isdigit():
+            value = ids.token(int(value))
+        elif k in ignore:
+            value = b"<ignored>"
+        out.append(key + b": " + value)
+    return b"\n".join(out) + b"\n"
+
+
+def normalise_unit(unit: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes:
+    """Replace job ids, ignored stats values, YAML quoting and YAML byte counts."""
+    m = _ID_LINE.match(unit)
+    if m:
+        return m.group(1) + b" " + ids.token(int(m.group(2))) + b"\r\n"
+    m = _JOB_HEADER.match(unit)
+    if m:
+        head = m.group(1) + b" " + ids.token(int(m.group(2))) + b" " + m.group(3)
+        return head + unit[m.end() - 2 :]
+    m = _OK_HEADER.match(unit)
+    if m:
+        body, tail = unit[m.end() : -2], unit[-2:]
+        yaml = _normalise_yaml(body, ids, ignore)
+        if yaml is not None:
+            count = b"<n>" if int(m.group(1)) == len(body) and tail == b"\r\n" else b"<BAD COUNT>"
+            return b"OK " + count + b"\r\n" + yaml + tail
+    return unit
+
+
+def _ids_in(unit: bytes) -> int | None:
+    m = _ID_LINE.match(unit) or _JOB_HEADER.match(unit)
+    return int(m.group(2)) if m else None
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _show(data: bytes, limit: int = 120) -> str:
+    if len(data) <= limit:
+        return repr(data)
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return f"{data[: limit - 20]!r}...{data[-12:]!r} ({len(data)} bytes, sha256 {digest})"
+
+
+@dataclass
+class Transcript:
+    lines: list[str] = field(default_factory=list)
+    failed: str | None = None
+    want_mismatches: list[str] = field(default_factory=list)
+
+
+_CALC = re.compile(r"^\s*([A-Za-z_]\w*)\s*([+-])\s*(?:([A-Za-z_]\w*)|(\d+))\s*$")
+
+
+def _calc(expr: str, ids: IdMap) -> int:
+    m = _CALC.match(expr)
+    if m is None:
+        raise ValueError(f"bad calc expression {expr!r}")
+    left = ids.by_name[m.group(1)]
+    right = ids.by_name[m.group(3)] if m.group(3) else int(m.group(4))
+    return left - right if m.group(2) == "-" else left + right
+
+
+def run_session(port: int, sess: Session) -> Transcript:
+    """Run ``sess`` against the server on ``port`` and return its normalised transcript."""
+    ignore = IGNORED_KEYS | sess.ignore
+    ids = IdMap()
+    socks: dict[str, socket.socket] = {}
+    t = Transcript()
+    try:
+        for i, step in enumerate(sess.steps):
+            _run_step(i, step, port, socks, ids, ignore, t)
+    except (AssertionError, OSError, KeyError, ValueError) as exc:
+        t.failed = f"step {i}: {type(exc).__name__}: {exc}"
+        t.lines.append(f"!! {t.failed}")
+    finally:
+        for sock in socks.values():
+            sock.close()
+    return t
+
+
+def _run_step(
+    i: int,
+    step: Step,
+    port: int,
+    socks: dict[str, socket.socket],
+    ids: IdMap,
+    ignore: frozenset[str],
+    t: Transcript,
+) -> None:
+    if step.wait is not None:
+        t.lines.append(f"-- wait {step.wait}")
+        time.sleep(step.wait)
+        return
+    if step.calc is not None:
+        t.lines.append(f"-- calc {step.calc} = {_calc(step.calc, ids)}")
+        return
+    assert step.conn is not None
+    name = step.conn
+    if step.close:
+        t.lines.append(f"{name} close")
+        socks.pop(name).close()
+        return
+    if name not in socks:
+        socks[name] = connect(port)
+    sock = socks[name]
+    if step.shutdown:
+        t.lines.append(f"{name} shutdown(SHUT_WR)")
+        sock.shutdown(socket.SHUT_WR)
+        return
+    if step.send is not None:
+        t.lines.append(f"{name} >> {_show(step.send)}")
+        send(sock, ids.expand(step.send))
+    if step.read:
+        units = read_replies(sock, step.read, step.timeout)
+        names = list(step.bind)
+        got = []
+        for unit in units:
+            job_id = _ids_in(unit)
+            if job_id is not None and names:
+                bound = names.pop(0)
+                if bound is not None:
+                    ids.bind(bound, job_id)
+            norm = normalise_unit(unit, ids, ignore)
+            got.append(norm)
+            if norm.startswith(b"OK <"):  # YAML: one transcript line per YAML line
+                t.lines.extend(f"{name} << {line!r}" for line in norm.split(b"\n"))
+            else:
+                t.lines.append(f"{name} << {_show(norm, 4000)}")
+        if names:
+            raise ValueError(f"step {i}: names {names} left unbound (no id in replies)")
+        if step.want is not None and b"".join(got) != step.want:
+            t.want_mismatches.append(
+                f"step {i} ({name} {_show(step.send or b'')}): "
+                f"want {step.want!r}, got {b''.join(got)!r}"
+            )
+    if step.silence is not None:
+        t.lines.append(f"{name} .. silence {step.silence}")
+        expect_silence(sock, step.silence)
+    if step.eof:
+        t.lines.append(f"{name} << EOF")
+        expect_eof(sock)
+
+
+def differential_params(sessions: Iterable[Session]) -> list:
+    """pytest params ``(session, shards)`` for every session and supported shard count."""
+    return [pytest.param(s, n, id=f"{s.name}-shards{n}") for s in sessions for n in s.shards]
+
+
+def check_oracle(t: Transcript, sess: Session) -> None:
+    if t.failed or t.want_mismatches:
+        detail = "\n".join([t.failed or "", *t.want_mismatches]).strip()
+        transcript = "\n".join(t.lines)
+        pytest.fail(
+            f"session {sess.name!r} does not hold against beanstalkd 1.12 itself "
+            f"(fix the session):\n{detail}\n--- oracle transcript ---\n{transcript}"
+        )
+
+
+def assert_same_as_oracle(sess: Session, oracle_port: int, candidate_port: int) -> None:
+    """Run ``sess`` on both servers concurrently and require equal transcripts."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        oracle_f = pool.submit(run_session, oracle_port, sess)
+        cand_f = pool.submit(run_session, candidate_port, sess)
+        oracle, cand = oracle_f.result(), cand_f.result()
+    check_oracle(oracle, sess)
+    if cand.lines != oracle.lines:
+        diff = "\n".join(
+            difflib.unified_diff(
+                oracle.lines, cand.lines, "beanstalkd 1.12", "shardq", lineterm="", n=6
+            )
+        )
+        pytest.fail(f"session {sess.name!r}: shardq differs from beanstalkd 1.12\n{diff}")

@@ -1,0 +1,159 @@
+"""A tiny raw beanstalk client for tests, with hard deadlines on every read.
+
+Every function works on a plain ``socket.socket``. Bytes received but not yet
+consumed by :func:`read_replies` are kept in a per-socket buffer, so replies can
+be read a few units at a time.
+
+A *reply unit* is one CRLF-terminated line, plus, for ``RESERVED <id> <n>``,
+``FOUND <id> <n>`` and ``OK <n>``, the following ``n`` bytes and their CRLF.
+"""
+
+from __future__ import annotations
+
+import re
+import select
+import socket
+import time
+import weakref
+from collections.abc import Callable
+from typing import TypeVar
+
+#: Hard upper bound for any single read, in seconds.
+READ_DEADLINE = 5.0
+
+_BODY_HEADER = re.compile(rb"^(?:(?:RESERVED|FOUND) \d+ (\d+)|OK (\d+))$")
+_buffers: weakref.WeakKeyDictionary[socket.socket, bytearray] = weakref.WeakKeyDictionary()
+
+T = TypeVar("T")
+
+
+class ProtocolTimeout(AssertionError):
+    """No complete reply arrived before the deadline."""
+
+    def __init__(self, message: str, received: bytes) -> None:
+        super().__init__(f"{message}; received so far: {received[:300]!r}")
+        self.received = received
+
+
+class UnexpectedEOF(AssertionError):
+    """The server closed the connection while a reply was expected."""
+
+    def __init__(self, message: str, received: bytes) -> None:
+        super().__init__(f"{message}; received before EOF: {received[:300]!r}")
+        self.received = received
+
+
+class UnexpectedData(AssertionError):
+    """Bytes arrived where silence or EOF was expected."""
+
+    def __init__(self, message: str, received: bytes) -> None:
+        super().__init__(f"{message}: {received[:300]!r}")
+        self.received = received
+
+
+def connect(port: int, host: str = "127.0.0.1") -> socket.socket:
+    """Open a TCP connection to the server (5 s connect deadline)."""
+    sock = socket.create_connection((host, port), timeout=READ_DEADLINE)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    _buffers[sock] = bytearray()
+    return sock
+
+
+def send(sock: socket.socket, data: bytes) -> None:
+    """Send all of ``data``."""
+    sock.sendall(data)
+
+
+def _buffer(sock: socket.socket) -> bytearray:
+    buf = _buffers.get(sock)
+    if buf is None:
+        buf = _buffers[sock] = bytearray()
+    return buf
+
+
+def _recv_some(sock: socket.socket, deadline: float) -> bytes | None:
+    """Wait until ``deadline`` for data. Returns b"" on EOF, None on timeout."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return None
+    readable, _, _ = select.select([sock], [], [], remaining)
+    if not readable:
+        return None
+    try:
+        return sock.recv(1 << 16)
+    except ConnectionResetError:
+        return b""
+
+
+def _split_unit(buf: bytearray) -> int:
+    """Length of the first complete reply unit in ``buf``, or 0 if incomplete."""
+    end = buf.find(b"\r\n")
+    if end < 0:
+        return 0
+    match = _BODY_HEADER.match(bytes(buf[:end]))
+    if match is None:
+        return end + 2
+    size = int(match.group(1) or match.group(2))
+    total = end + 2 + size + 2
+    return total if len(buf) >= total else 0
+
+
+def read_replies(sock: socket.socket, n: int, timeout: float = READ_DEADLINE) -> list[bytes]:
+    """Read exactly ``n`` reply units; raise if they do not all arrive in ``timeout`` s."""
+    timeout = min(timeout, READ_DEADLINE)
+    deadline = time.monotonic() + timeout
+    buf = _buffer(sock)
+    units: list[bytes] = []
+    while len(units) < n:
+        size = _split_unit(buf)
+        if size:
+            units.append(bytes(buf[:size]))
+            del buf[:size]
+            continue
+        chunk = _recv_some(sock, deadline)
+        if chunk is None:
+            got = b"".join(units) + bytes(buf)
+            raise ProtocolTimeout(f"expected {n} reply unit(s) within {timeout} s", got)
+        if chunk == b"":
+            raise UnexpectedEOF(f"expected {n} reply unit(s)", b"".join(units) + bytes(buf))
+        buf += chunk
+    return units
+
+
+def expect_silence(sock: socket.socket, seconds: float) -> None:
+    """Assert that nothing (no byte, no EOF) arrives for ``seconds``."""
+    buf = _buffer(sock)
+    if buf:
+        raise UnexpectedData("expected silence but unread bytes are pending", bytes(buf))
+    chunk = _recv_some(sock, time.monotonic() + seconds)
+    if chunk is None:
+        return
+    if chunk == b"":
+        raise UnexpectedEOF("expected silence", b"")
+    buf += chunk
+    raise UnexpectedData("expected silence", bytes(buf))
+
+
+def expect_eof(sock: socket.socket, timeout: float = READ_DEADLINE) -> None:
+    """Assert that the server closes the connection without sending anything more."""
+    buf = _buffer(sock)
+    if buf:
+        raise UnexpectedData("expected EOF but unread bytes are pending", bytes(buf))
+    chunk = _recv_some(sock, time.monotonic() + min(timeout, READ_DEADLINE))
+    if chunk is None:
+        raise ProtocolTimeout(f"expected EOF within {timeout} s", b"")
+    if chunk:
+        buf += chunk
+        raise UnexpectedData("expected EOF", bytes(buf))
+
+
+def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: float = 0.01) -> T:
+    """Call ``fn`` until it returns a truthy value; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"condition {fn!r} not met within {timeout} s")
+        time.sleep(interval)
