@@ -159,6 +159,7 @@ class Acceptor:
         self.stats = dict.fromkeys(CMD_KEYS, 0)
         self.total_connections = 0
         self.draining = False
+        self.last_stamp = 0
 
     def _dealer(self, endpoint: str) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
@@ -378,10 +379,15 @@ class Acceptor:
             elif self.draining:
                 self.reply(conn, proto.DRAINING)
             elif not conn.closed:
-                args = [job_id, time.time_ns(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
+                args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
                 self.call(conn, shard, wire.PUT, args, lambda k, p: self.reply(k, p[0]))
 
         self.alloc_id(shard, with_id)
+
+    def put_stamp(self) -> int:
+        """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
+        self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
+        return self.last_stamp
 
     def forget(self, job_id: int) -> Done:
         def done(conn: Conn, payload: list[Any]) -> None:
