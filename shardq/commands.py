@@ -3,7 +3,8 @@
 Every class is a frozen, slotted dataclass so that commands are cheap, hashable
 and safe to pass between layers.  A command object means its arguments were
 valid: beanstalkd only counts ``cmd-*`` stats for commands whose arguments
-parsed, so an argument error is an :class:`ErrorReply`, never a command.
+parsed, so an argument error is an :class:`ErrorReply`, never a command (the
+two errors beanstalkd counts anyway are flagged by ``ErrorReply.stat``).
 
 Units: ``delay``, ``ttr`` and ``timeout`` are whole seconds, exactly as sent.
 """
@@ -19,7 +20,7 @@ class Put:
 
     ``error`` is None for a good put, ``b"JOB_TOO_BIG\\r\\n"`` (body is b"", the
     bytes+2 following bytes were already discarded) or ``b"EXPECTED_CRLF\\r\\n"``
-    (exactly bytes+2 bytes were consumed).  ``ttr`` is the raw value; 0 is
+    (exactly bytes+2 bytes were consumed; body is b"").  ``ttr`` is the raw value; 0 is
     allowed here and the engine clamps it to 1 s.
     """
 
@@ -186,9 +187,17 @@ class Quit:
 
 @dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """A line the parser already answered, e.g. ``b"BAD_FORMAT\\r\\n"``; send ``reply`` as is."""
+    """A line the parser already answered, e.g. ``b"BAD_FORMAT\\r\\n"``; send ``reply`` as is.
+
+    ``stat`` names a stats counter the server must still increment, because
+    beanstalkd counts the command before it finds the error: ``"cmd-put"``
+    for a put line with trailing garbage (``put 0 0 1 1x``) and
+    ``"cmd-pause-tube"`` for a pause-tube whose name is invalid
+    (``pause-tube -x 1``).  It is None for every other error.
+    """
 
     reply: bytes
+    stat: str | None = None
 
 
 Command = (
