@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from shardq import commands as c
 from shardq import proto, wire
@@ -37,6 +38,8 @@ from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
 
 RECV_BYTES = 256 * 1024
 COORDINATOR = -1  #: target index for the coordinator in request batches
+RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
+NO_REPLY = frozenset({wire.ACCEPT, wire.DECLINE, wire.DISCONNECT})  #: fire-and-forget ops
 
 Done = Callable[["Conn", list[Any]], None]
 
@@ -136,13 +139,22 @@ class Acceptor:
         self.max_job_size = max_job_size
         self.ctx = zmq.Context.instance()
         self.socks: dict[int, zmq.Socket] = {}
-        for i in range(shards):
-            self.socks[i] = self._dealer(f"ipc://{run_dir}/shard-{i}")
-        self.socks[COORDINATOR] = self._dealer(f"ipc://{run_dir}/coordinator")
+        endpoints = {i: f"ipc://{run_dir}/shard-{i}" for i in range(shards)}
+        endpoints[COORDINATOR] = f"ipc://{run_dir}/coordinator"
+        for target in endpoints:
+            self.socks[target] = self._dealer()
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.listener, selectors.EVENT_READ, None)
+        self.monitors: dict[int, zmq.Socket] = {}
+        self.up: dict[int, bool] = {}  # target -> connected now
+        self.seen_up: set[int] = set()  # targets that were connected at least once
+        self.inflight: dict[int, tuple[int, list[Any]]] = {}  # rid -> (target, request)
         for target, s in self.socks.items():
             self.sel.register(s.getsockopt(zmq.FD), selectors.EVENT_READ, target)
+            mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+            self.monitors[target] = mon
+            self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, target)
+            s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
         self.conns: dict[int, Conn] = {}
         self.next_conn = 1
         self.next_rid = 1
@@ -160,11 +172,12 @@ class Acceptor:
         self.total_connections = 0
         self.draining = False
         self.last_stamp = 0
+        self.retry_soon = False
 
-    def _dealer(self, endpoint: str) -> zmq.Socket:
+    def _dealer(self) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
         s.linger = 0
-        s.connect(endpoint)
+        s.setsockopt(zmq.IMMEDIATE, 1)  # queue here, not in a pipe to a process that died
         return s
 
     # ----------------------------------------------------------------- requests
@@ -175,26 +188,71 @@ class Acceptor:
         self.next_rid += 1
         if done is not None and conn is not None:
             self.pending[rid] = (conn, done)
-        self.outq.setdefault(target, []).append([op, rid, conn.id if conn else 0, *args])
+        req = [op, rid, conn.id if conn else 0, *args]
+        if op not in NO_REPLY and (op != wire.REF or done is not None):
+            self.inflight[rid] = (target, req)  # resent if the target restarts
+        self.outq.setdefault(target, []).append(req)
         return rid
+
+    def cancel(self, target: int, rid: int, conn: Conn) -> None:
+        """Withdraw a cross-shard waiter; the CANCELLED answer says no offer can follow."""
+        req = [wire.CANCEL, rid, conn.id]
+        self.inflight[rid] = (target, req)
+        self.outq.setdefault(target, []).append(req)
 
     def call(self, conn: Conn, target: int, op: int, args: list[Any], done: Done) -> None:
         conn.busy = True
         self.request(target, op, conn, args, done)
 
     def flush_requests(self) -> None:
+        self.retry_soon = False
         for target, batch in self.outq.items():
-            if batch:
-                self.socks[target].send(wire.pack(batch))
-        self.outq.clear()
+            if batch and self.up.get(target):
+                try:
+                    self.socks[target].send(wire.pack(batch), zmq.NOBLOCK)
+                except zmq.Again:
+                    self.retry_soon = True  # the peer is not writable yet; try next turn
+                    continue
+                batch.clear()
+
+    def on_monitor(self, target: int, event: int) -> None:
+        if event == zmq.EVENT_DISCONNECTED:
+            self.up[target] = False
+            return
+        self.up[target] = True
+        if target in self.seen_up:
+            self.resync(target)
+        self.seen_up.add(target)
+
+    def resync(self, target: int) -> None:
+        """The target restarted: restore tube references, then resend what it never answered."""
+        refs: list[list[Any]] = []
+        if target != COORDINATOR:
+            counts: dict[str, list[int]] = {}
+            for conn in self.conns.values():
+                counts.setdefault(conn.use, [0, 0])[0] += 1
+                for tube in conn.watch:
+                    counts.setdefault(tube, [0, 0])[1] += 1
+            for tube, (using, watching) in counts.items():
+                if self.shard_of(tube) == target:
+                    refs.append([wire.REF, 0, 0, tube, using, watching])
+        resend = []
+        for rid, (t, req) in sorted(self.inflight.items()):
+            if t == target:
+                resend.append([wire.REF, rid, req[2], req[3], 0, 0] if req[0] == wire.REF else req)
+        queued = [r for r in self.outq.get(target, []) if r[1] not in self.inflight]
+        self.outq[target] = refs + resend + queued
 
     def on_replies(self, batch: list[list[Any]]) -> None:
         for reply in batch:
             rid, payload = reply[0], reply[1:]
+            if rid == 0:
+                continue
             cross = self.cross.get(rid)
             if cross is not None:
                 self.on_cross(rid, cross, payload)
                 continue
+            self.inflight.pop(rid, None)
             entry = self.pending.pop(rid, None)
             if entry is None:
                 continue
@@ -454,6 +512,8 @@ class Acceptor:
             cross.answered.add(rid)
         if not cross.done and len(cross.answered) == len(cross.rids):
             self.settle_cross(cross)
+        if rid not in cross.live:
+            self.inflight.pop(rid, None)
         if cross.done and not cross.live:
             for r in cross.rids:
                 self.cross.pop(r, None)
@@ -479,7 +539,7 @@ class Acceptor:
         cross.offers.clear()
         for rid in cross.live:
             if rid in self.cross:
-                self.outq.setdefault(cross.rids[rid], []).append([wire.CANCEL, rid, cross.conn.id])
+                self.cancel(cross.rids[rid], rid, cross.conn)
         if not cross.live:
             for r in cross.rids:
                 self.cross.pop(r, None)
@@ -551,7 +611,11 @@ class Acceptor:
         timeout = None
         if self.timers:
             timeout = max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS)
-        if any(s.getsockopt(zmq.EVENTS) & zmq.POLLIN for s in self.socks.values()):
+        if self.retry_soon:
+            timeout = RETRY_S if timeout is None else min(timeout, RETRY_S)
+        if any(s.getsockopt(zmq.EVENTS) & zmq.POLLIN for s in self.socks.values()) or any(
+            m.getsockopt(zmq.EVENTS) & zmq.POLLIN for m in self.monitors.values()
+        ):
             timeout = 0
         for key, mask in self.sel.select(timeout):
             data = key.data
@@ -568,6 +632,9 @@ class Acceptor:
         self.flush_output()
 
     def drain_zmq(self) -> None:
+        for target, mon in self.monitors.items():
+            while mon.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                self.on_monitor(target, recv_monitor_message(mon)["event"])
         for s in self.socks.values():
             while s.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 self.on_replies(wire.unpack(s.recv()))
