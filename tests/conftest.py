@@ -32,17 +32,14 @@ REPO_ROOT = TESTS_DIR.parent
 if str(TESTS_DIR) not in sys.path:  # make `import helpers` work from every test package
     sys.path.insert(0, str(TESTS_DIR))
 
+from helpers import selftest_mode  # noqa: E402
+
 BEANSTALKD_HINT = "beanstalkd 1.12 is required under CI: apt-get install -y beanstalkd"
 #: Seconds to wait for shardq's "listening" line.
 SHARDQ_START_TIMEOUT = 20.0
 #: Seconds to wait for a server to exit after SIGTERM.
 STOP_TIMEOUT = 10.0
 _LISTENING = re.compile(rb"^shardq listening on 127\.0\.0\.1:(\d+)\r?\n$")
-
-
-def selftest_mode() -> bool:
-    """True when the "shardq" side is another beanstalkd (harness self-test)."""
-    return os.environ.get("SHARDQ_DIFF_SELFTEST", "") not in ("", "0")
 
 
 def _free_port() -> int:

@@ -10,6 +10,7 @@ A *reply unit* is one CRLF-terminated line, plus, for ``RESERVED <id> <n>``,
 
 from __future__ import annotations
 
+import os
 import re
 import select
 import socket
@@ -49,6 +50,11 @@ class UnexpectedData(AssertionError):
     def __init__(self, message: str, received: bytes) -> None:
         super().__init__(f"{message}: {received[:300]!r}")
         self.received = received
+
+
+def selftest_mode() -> bool:
+    """True when SHARDQ_DIFF_SELFTEST is set: the "shardq" side is another beanstalkd."""
+    return os.environ.get("SHARDQ_DIFF_SELFTEST", "") not in ("", "0")
 
 
 def connect(port: int, host: str = "127.0.0.1") -> socket.socket:

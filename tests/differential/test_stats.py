@@ -1,0 +1,148 @@
+"""stats, stats-tube, stats-job and list-* replies: key order, values and counters.
+
+Values that depend on the process, the clock or the binlog are normalised away
+(see dsl.IGNORED_KEYS); everything else, including key order, must match.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .dsl import A, B, C, Session, assert_same_as_oracle, differential_params, session
+
+EVERY_COMMAND = [
+    A(b"stats\r\n"),
+    A(b"use s1\r\n"),
+    A(b"put 5 0 60 2\r\nr1\r\n", bind="r1"),
+    A(b"put 2000 0 60 2\r\nr2\r\n", bind="r2"),
+    A(b"put 1 100 60 2\r\nd1\r\n", bind="d1"),
+    A(b"put 0 0 60 2\r\nb1\r\n", bind="b1"),
+    A(b"put 0 0 60 2\r\nx1\r\n", bind="x1"),
+    A(b"watch s1\r\n"),
+    A(b"watch s2\r\n"),
+    A(b"ignore s2\r\n"),
+    A(b"ignore nosuch\r\n"),
+    A(b"reserve\r\n", bind="b1"),
+    A(b"bury {b1} 3\r\n"),
+    A(b"reserve-with-timeout 0\r\n", bind="x1"),
+    A(b"touch {x1}\r\n"),
+    A(b"release {x1} 7 0\r\n"),
+    A(b"reserve-job {x1}\r\n"),
+    A(b"delete {x1}\r\n"),
+    A(b"peek {r1}\r\n"),
+    A(b"peek-ready\r\n"),
+    A(b"peek-delayed\r\n"),
+    A(b"peek-buried\r\n"),
+    A(b"kick 1\r\n"),
+    A(b"kick-job {d1}\r\n"),
+    A(b"stats-job {r1}\r\n"),
+    A(b"stats-tube s1\r\n"),
+    A(b"list-tubes\r\n"),
+    A(b"list-tube-used\r\n"),
+    A(b"list-tubes-watched\r\n"),
+    A(b"pause-tube s2 0\r\n"),
+    A(b"pause-tube default 0\r\n"),
+    # failing commands are counted too
+    A(b"delete 0\r\n"),
+    A(b"delete x\r\n"),
+    A(b"release 0 0 0\r\n"),
+    A(b"bury 0 0\r\n"),
+    A(b"touch 0\r\n"),
+    A(b"peek 0\r\n"),
+    A(b"stats-job 0\r\n"),
+    A(b"stats-tube nosuch\r\n"),
+    A(b"use -bad\r\n"),
+    A(b"watch -bad\r\n"),
+    A(b"ignore -bad\r\n"),
+    A(b"kick x\r\n"),
+    A(b"reserve-with-timeout 99999999999999999999\r\n"),
+    A(b"reserve \r\n"),
+    A(b"put 1 2 3\r\n"),
+    A(b"stats \r\n"),
+    A(b"list-tubes x\r\n"),
+    A(b"pause-tube nosuch 1\r\n"),
+    A(b"kick-job 0\r\n"),
+    A(b"reserve-job 0\r\n"),
+    A(b"bogus\r\n"),
+]
+
+SESSIONS: list[Session] = [
+    session(
+        "fresh-server-stats",
+        A(b"stats\r\n"),
+        A(b"stats\r\n"),
+        A(b"stats-tube default\r\n"),
+        A(b"list-tubes\r\n", want=b"OK <n>\r\n---\n- default\n\r\n"),
+        A(b"list-tubes-watched\r\n", want=b"OK <n>\r\n---\n- default\n\r\n"),
+        A(b"list-tube-used\r\n", want=b"USING default\r\n"),
+    ),
+    session(
+        "counters-after-every-command",
+        EVERY_COMMAND,
+        A(b"stats\r\n"),
+        A(b"stats-tube s1\r\n"),
+        A(b"stats-tube s2\r\n"),
+        A(b"stats-tube default\r\n"),
+        A(b"stats-job {r1}\r\n"),
+        A(b"stats-job {r2}\r\n"),
+        A(b"stats-job {d1}\r\n"),
+        A(b"stats-job {b1}\r\n"),
+    ),
+    session(
+        "stats-job-in-every-state",
+        A(b"use sj\r\nwatch sj\r\nignore default\r\n", 3),
+        A(b"put 1024 0 10 3\r\nabc\r\n", bind="j1"),
+        A(b"stats-job {j1}\r\n"),
+        A(b"put 1023 30 20 3\r\nabc\r\n", bind="j2"),
+        A(b"stats-job {j2}\r\n"),
+        A(b"reserve\r\n", bind="j1"),
+        A(b"stats-job {j1}\r\n"),
+        B(b"stats-job {j1}\r\n"),
+        A(b"release {j1} 1 5\r\n"),
+        A(b"stats-job {j1}\r\n"),
+        A(b"kick-job {j1}\r\n"),
+        A(b"reserve\r\n", bind="j1"),
+        A(b"bury {j1} 9\r\n"),
+        A(b"stats-job {j1}\r\n"),
+        A(b"kick 1\r\n"),
+        A(b"stats-job {j1}\r\n"),
+        A(b"reserve-job {j2}\r\n"),
+        A(b"stats-job {j2}\r\n"),
+        A(b"stats-tube sj\r\n"),
+        A(b"stats\r\n"),
+    ),
+    session(
+        "connection-counters",
+        A(b"put 0 0 60 1\r\nx\r\n", bind="j1"),
+        B(b"watch bw\r\nignore default\r\n", 2),
+        B.silent(b"reserve\r\n", 0.2),
+        C(b"use bw\r\n"),
+        C(b"stats\r\n"),
+        C(b"stats-tube bw\r\n"),
+        C(b"stats-tube default\r\n"),
+        C(b"put 0 0 60 1\r\ny\r\n", bind="j2"),
+        B.read(want=b"RESERVED {j2} 1\r\ny\r\n"),
+        A(b"stats\r\n"),
+        A(b"stats-tube bw\r\n"),
+        A(b"reserve\r\n", bind="j1"),
+        A(b"stats\r\n"),
+        A(b"stats-tube default\r\n"),
+    ),
+    session(
+        "tube-counters-cmd-delete-and-pause",
+        A(b"use tc\r\n"),
+        *[A(b"put 0 0 60 1\r\nx\r\n", bind=f"j{i}") for i in range(4)],
+        A(b"delete {j0}\r\n"),
+        A(b"delete {j0}\r\n"),
+        B(b"delete {j1}\r\n"),
+        A(b"pause-tube tc 0\r\npause-tube tc 0\r\npause-tube default 0\r\n", 3),
+        A(b"stats-tube tc\r\n"),
+        A(b"stats-tube default\r\n"),
+        A(b"stats\r\n"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("sess", "shards"), differential_params(SESSIONS))
+def test_matches_beanstalkd(sess: Session, shards: int, beanstalkd_port, start_shardq) -> None:
+    assert_same_as_oracle(sess, beanstalkd_port, start_shardq(shards))
