@@ -400,7 +400,7 @@ class Acceptor:
 
     # ----------------------------------------------------------------- commands
     def dispatch(self, conn: Conn, cmd: c.Command) -> None:
-        key = STAT_KEYS.get(type(cmd))
+        key = cmd.stat if isinstance(cmd, c.ErrorReply) else STAT_KEYS.get(type(cmd))
         if key is not None:
             self.stats[key] += 1
         handler = HANDLERS.get(type(cmd))

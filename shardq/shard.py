@@ -18,10 +18,11 @@ from typing import Any
 
 import zmq
 
-from shardq import wire
-from shardq.engine import CANCELLED, WAITING, Engine
+from shardq import proto, wire
+from shardq.engine import CANCELLED, FINAL, WAITING, Engine
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
+MAX_SLEEP_MS = 60_000  #: poll at least this often (poll takes a C int of milliseconds)
 
 Handler = Callable[[Engine, int, list[Any], int], Any]
 
@@ -117,7 +118,15 @@ class ShardServer:
                     print(f"shard {self.index}: dropped a malformed message", file=sys.stderr)
                     continue
                 for req in batch:
-                    self.handle(peer, req, now, out)
+                    try:
+                        self.handle(peer, req, now, out)
+                    except Exception as e:  # one bad request must not take the shard down
+                        print(f"shard {self.index}: {req[:2]!r} failed: {e!r}", file=sys.stderr)
+                        reserving = req[0] in (wire.RESERVE, wire.RESERVE_JOB)
+                        failed = [proto.INTERNAL_ERROR, 0]
+                        if reserving:
+                            failed = [FINAL, proto.INTERNAL_ERROR]
+                        out[peer].append([req[1], *failed])
         self.engine.tick(time.monotonic_ns())
         for rid, payload in self.engine.events:
             peer = self.waiting_peer.pop(rid, None)
@@ -132,7 +141,7 @@ class ShardServer:
             wake = self.engine.next_wakeup()
             timeout = None
             if wake is not None:
-                timeout = max(0, -(-(wake - time.monotonic_ns()) // 1_000_000))
+                timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
             self.turn(timeout)
 
 
