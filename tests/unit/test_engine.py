@@ -1044,6 +1044,20 @@ def test_when_pauses_end_together_the_waiter_gets_the_best_job_of_all_tubes(q: Q
     assert served(q.events()) == [(rid, best)]
 
 
+def test_a_pause_that_ended_before_the_tick_still_serves_the_oldest_waiter_first(q: Q) -> None:
+    """A shard handles a batch before it ticks: a reserve may arrive after a pause ended but
+    before the pause timer ran. The waiter that came first must still be served first."""
+    job = q.put()
+    q.e.pause_tube("default", 1, q.now)
+    first = q.rid()
+    assert q.reserve(1, rid=first) is None
+    q.now += NS  # the pause is over; no tick yet
+    later = q.reserve(2)
+    q.e.tick(q.now)
+    assert served(q.events()) == [(first, job)]
+    assert later is None
+
+
 # --------------------------------------------------------------------------- tubes and GC
 
 
@@ -1120,6 +1134,44 @@ def test_list_tubes_keeps_creation_order_for_tubes_created_at_the_same_instant(q
     assert q.tube_names() == ["default", "zz", "aa", "mm"]
     q.e.ref("zz", 0, -1, q.now)
     assert q.tube_names() == ["default", "mm", "aa"]
+
+
+def test_list_tubes_matches_beanstalkds_swap_remove_array_under_random_gc(q: Q) -> None:
+    """Replay random use/ignore against a model of beanstalkd's `tubes` array (ms.c)."""
+    rng = random.Random(11)
+    array = ["default"]  # beanstalkd: append on create, a[i] = a[--len] on delete
+    refs: dict[str, int] = {}
+    for _ in range(2000):
+        q.now += rng.randint(1, 1000)  # strictly increasing, one tube per instant
+        name = rng.choice("abcdefgh")
+        if refs.get(name) and rng.random() < 0.5:
+            refs[name] -= 1
+            q.e.ref(name, 0, -1, q.now)
+            if refs[name] == 0:
+                hole = array.index(name)
+                array[hole] = array[-1]
+                array.pop()
+        else:
+            if not refs.get(name):
+                array.append(name)
+            refs[name] = refs.get(name, 0) + 1
+            q.e.ref(name, 0, 1, q.now)
+        assert q.tube_names() == array
+    assert q.e.counts()["current-tubes"] == len(array)
+
+
+def test_a_late_tick_runs_timers_in_time_order(q: Q) -> None:
+    job = q.put(delay=1)
+    served_rid = q.rid()
+    q.reserve(1, timeout=2, rid=served_rid)
+    timed_out_rid = q.rid()
+    q.reserve(2, ("other",), timeout=1, rid=timed_out_rid)
+    q.put("other", delay=2)
+    q.advance(10 * NS)  # one late tick: delay 1 s, timeout 1 s, timeout 2 s, delay 2 s
+    events = q.events()
+    assert served(events) == [(served_rid, job)]
+    assert (timed_out_rid, [FINAL, proto.TIMED_OUT]) in events
+    assert len(events) == 2
 
 
 # --------------------------------------------------------------------------- randomized model
@@ -1476,7 +1528,7 @@ class Model:
         assert e.counts()["current-jobs-reserved"] == len(self.holder)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_random_operations_keep_every_invariant(seed: int) -> None:
     model = Model(seed)
     for i in range(3000):
