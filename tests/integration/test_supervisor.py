@@ -12,13 +12,17 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, STOP_LIMIT, Server, is_alive, launch
 from helpers import connect, poll_for, read_replies, send
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: Seconds a stopping server may take (the issue's limit).
+STOP_LIMIT = 5.0
 
-def wait_exit(server: Server, limit: float = STOP_LIMIT) -> float:
+
+def wait_exit(server, limit: float = STOP_LIMIT) -> float:
     """Wait for the supervisor to exit; return how long it took (fail past ``limit``)."""
     start = time.monotonic()
     try:
@@ -31,17 +35,17 @@ def wait_exit(server: Server, limit: float = STOP_LIMIT) -> float:
     return time.monotonic() - start
 
 
-def assert_nothing_left(server: Server, children: dict[str, int]) -> None:
+def assert_nothing_left(server, children: dict[str, int]) -> None:
     """No child process and no socket file (in the run dir or under TMPDIR) survives."""
 
     def gone() -> bool:
-        return not any(is_alive(pid) for pid in children.values()) and not server.leftovers()
+        return not any(server.is_alive(pid) for pid in children.values()) and not server.leftovers()
 
     # The supervisor has exited already; give the kernel a moment to reap the orphans.
     deadline = time.monotonic() + 1.0
     while not gone() and time.monotonic() < deadline:
         time.sleep(0.01)
-    alive = {role: pid for role, pid in children.items() if is_alive(pid)}
+    alive = {role: pid for role, pid in children.items() if server.is_alive(pid)}
     assert alive == {}, f"children still alive after the supervisor exited: {alive}"
     assert server.leftovers() == [], "processes mentioning the run dir are still alive"
     assert server.socket_files() == [], "socket files left behind"
@@ -79,6 +83,20 @@ def busy_connections(port: int) -> list[socket.socket]:
     half = connect(port)
     send(half, b"put 0 0 60 10\r\nabc")  # a body that never completes
     return [waiting, holder, half]
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_listening_line_means_ready(shardq_server, shards):
+    # The line is the readiness signal: a command sent right after it is answered at once,
+    # not after the children finished starting (which takes seconds on a loaded machine).
+    server = shardq_server(shards)
+    sock = connect(server.port)
+    start = time.monotonic()
+    send(sock, b"list-tube-used\r\nreserve-with-timeout 0\r\n")
+    assert read_replies(sock, 2) == [b"USING default\r\n", b"TIMED_OUT\r\n"]
+    elapsed = time.monotonic() - start
+    sock.close()
+    assert elapsed < 0.5, f"first replies took {elapsed:.2f} s after the listening line"
 
 
 @pytest.mark.parametrize("shards", [1, 3])
@@ -310,12 +328,12 @@ def test_drain_mode_survives_an_acceptor_restart(shardq_server):
     assert poll_for(put_answer, timeout=15, interval=0.05) == b"DRAINING\r\n"
 
 
-def test_port_in_use_is_one_clear_error(tmp_path):
+def test_port_in_use_is_one_clear_error(shardq_launch):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        proc, run_dir, tmp_dir, stderr_path = launch(tmp_path, 2, port=port)
+        proc, run_dir, tmp_dir, stderr_path = shardq_launch(2, port=port)
         try:
             out, _ = proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:
