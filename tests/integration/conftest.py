@@ -110,6 +110,8 @@ class Server:
     shards: int
     _stdout_rest: list[bytes] = field(default_factory=list)
 
+    is_alive = staticmethod(is_alive)
+
     @property
     def pid(self) -> int:
         return self.proc.pid
@@ -246,3 +248,9 @@ def shardq_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         _kill_leftovers(server)
         if server.proc.stdout is not None:
             server.proc.stdout.close()
+
+
+@pytest.fixture
+def shardq_launch(tmp_path: Path) -> Callable[..., tuple]:
+    """``shardq_launch(shards, extra=(), port=0)``: :func:`launch` under this test's tmp_path."""
+    return lambda shards, extra=(), port=0: launch(tmp_path, shards, extra, port)
