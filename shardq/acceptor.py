@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import heapq
+import os
 import resource
 import selectors
 import signal
@@ -173,6 +174,7 @@ class Acceptor:
         self.draining = False
         self.last_stamp = 0
         self.retry_soon = False
+        self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
 
     def _dealer(self) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
@@ -223,6 +225,10 @@ class Acceptor:
         if target in self.seen_up:
             self.resync(target)
         self.seen_up.add(target)
+        if self.ready_fd >= 0 and len(self.seen_up) == len(self.socks):
+            os.write(self.ready_fd, b"ready\n")  # tell the supervisor: every process is reachable
+            os.close(self.ready_fd)
+            self.ready_fd = -1
 
     def resync(self, target: int) -> None:
         """The target restarted: restore tube references, then resend what it never answered."""
@@ -677,11 +683,14 @@ HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
 }
 
 
-def main(listen_fd: int, run_dir: str, shards: int, max_job_size: int, draining: bool) -> None:
+def main(
+    listen_fd: int, run_dir: str, shards: int, max_job_size: int, ready_fd: int, draining: bool
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size)
     acceptor.draining = draining
+    acceptor.ready_fd = ready_fd
 
     def drain(*_: Any) -> None:
         acceptor.draining = True

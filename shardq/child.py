@@ -18,7 +18,14 @@ def main(argv: list[str]) -> None:
     elif role == "acceptor":
         from shardq.acceptor import main as run
 
-        run(int(args[0]), args[1], int(args[2]), int(args[3]), "--draining" in args[4:])
+        run(
+            int(args[0]),
+            args[1],
+            int(args[2]),
+            int(args[3]),
+            int(args[4]),
+            "--draining" in args[5:],
+        )
     else:
         raise SystemExit(f"unknown role {role!r}")
 

@@ -17,7 +17,7 @@ from itertools import islice
 from typing import Any
 
 from shardq import proto
-from shardq.job import NS, STATE_NAMES, Job, State
+from shardq.job import NS, STATE_NAMES, URGENT_PRI, Job, State
 from shardq.tube import Tube, Waiter
 
 SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR runs out
@@ -47,6 +47,7 @@ class Engine:
         self.total_jobs = 0
         self.job_timeouts = 0
         self._stamp = 0
+        self._created = 0
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -54,7 +55,8 @@ class Engine:
     def ensure_tube(self, name: str, now: int) -> Tube:
         tube = self.tubes.get(name)
         if tube is None:
-            tube = self.tubes[name] = Tube(name, order=now)
+            self._created += 1
+            tube = self.tubes[name] = Tube(name, order=(now, self._created))
         return tube
 
     def _gc(self, tube: Tube) -> None:
@@ -74,7 +76,7 @@ class Engine:
         tube.watching += watching
         self._gc(tube)
 
-    def list_tubes(self) -> list[tuple[int, str]]:
+    def list_tubes(self) -> list[tuple[tuple[int, int], str]]:
         return [(t.order, t.name) for t in self.tubes.values()]
 
     # ----------------------------------------------------------------- timers
@@ -87,6 +89,7 @@ class Engine:
 
     def tick(self, now: int) -> None:
         """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire."""
+        unpaused: list[Tube] = []
         while self.timers and self.timers[0][0] <= now:
             when, _, kind, key = heapq.heappop(self.timers)
             if kind == _T_DELAY:
@@ -94,9 +97,11 @@ class Engine:
             elif kind == _T_TTR:
                 self._expire(key, when, now)
             elif kind == _T_PAUSE:
-                self._unpause(key, when, now)
+                self._unpause(key, when, unpaused)
             else:
                 self._wait_expired(key, when)
+        if unpaused:
+            self._serve_tubes(unpaused, now)
 
     def _promote(self, job_id: int, when: int, now: int) -> None:
         job = self.jobs.get(job_id)
@@ -114,12 +119,12 @@ class Engine:
             job.move("timeout")
             self._enqueue(job, now)
 
-    def _unpause(self, name: str, when: int, now: int) -> None:
+    def _unpause(self, name: str, when: int, unpaused: list[Tube]) -> None:
         tube = self.tubes.get(name)
         if tube is not None and tube.pause and tube.unpause_at == when:
             tube.pause = 0
             tube.unpause_at = 0
-            self._serve_tube(tube, now)
+            unpaused.append(tube)
 
     def _wait_expired(self, rid: int, when: int) -> None:
         waiter = self.waiters.get(rid)
@@ -170,6 +175,8 @@ class Engine:
             tube.reserved -= 1
         else:
             tube.offered -= 1
+            if job.pri < URGENT_PRI:
+                tube.urgent -= 1
         held = self.owned.get(job.owner)
         if held is not None:
             held.discard(job.id)
@@ -197,7 +204,16 @@ class Engine:
 
     def _serve_tube(self, tube: Tube, now: int) -> None:
         """Hand the tube's best ready jobs to its oldest waiters, while both exist."""
-        while tube.ready and tube.waiters:
+        self._serve_tubes([tube], now)
+
+    def _serve_tubes(self, tubes: list[Tube], now: int) -> None:
+        """While some of these tubes have both waiters and ready jobs, give the best job of
+        them all to the oldest waiter of its tube (beanstalkd's process_queue)."""
+        while True:
+            live = [t for t in tubes if t.ready and t.waiters and not t.paused(now)]
+            if not live:
+                return
+            tube = min(live, key=lambda t: t.ready[0])
             waiter = tube.oldest_waiter()
             self._drop_waiter(waiter)
             job = self.jobs[tube.ready[0][2]]
@@ -210,7 +226,10 @@ class Engine:
         self._unlink(job)
         job.move("offer")
         job.owner = conn
-        self.tubes[job.tube].offered += 1
+        tube = self.tubes[job.tube]
+        tube.offered += 1
+        if job.pri < URGENT_PRI:
+            tube.urgent += 1  # an offered job is still ready as far as stats go
         self.owned.setdefault(conn, set()).add(job.id)
         return [
             OFFER,
@@ -245,6 +264,7 @@ class Engine:
         An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
         deadlines to the acceptor.
         """
+        self.tick(now)  # a pause that just ended serves the waiters that came first
         job = self._best_job(tubes, now)
         if job is not None:
             return self._hand_over(job, conn, offer, now)
@@ -355,8 +375,8 @@ class Engine:
         self._unreserve(job)
         job.pri = pri
         job.releases += 1
+        job.delay = delay * NS
         if delay > 0:
-            job.delay = delay * NS
             job.move("release-delayed")
             self._delay(job, job.delay, now)
         else:

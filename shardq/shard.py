@@ -107,6 +107,7 @@ class ShardServer:
         out: dict[bytes, list] = defaultdict(list)
         if self.sock.poll(timeout_ms):
             now = time.monotonic_ns()
+            self.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
             for _ in range(MAX_MESSAGES_PER_TURN):
                 try:
                     peer, data = self.sock.recv_multipart(zmq.NOBLOCK)

@@ -10,6 +10,7 @@ server in drain mode; SIGHUP is logged (reload is not supported yet).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from shardq.config import Config
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
+START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
 CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
 
@@ -79,8 +81,10 @@ class Supervisor:
             Child(f"shard {i}", child_argv("shard", i, n, self.run_dir)) for i in range(n)
         ]
         fd = self.listener.fileno()
-        acceptor_argv = child_argv("acceptor", fd, self.run_dir, n, config.max_job_size)
-        self.acceptor = Child("acceptor", acceptor_argv, pass_fds=(fd,))
+        self.ready_r, ready_w = os.pipe()
+        acceptor_argv = child_argv("acceptor", fd, self.run_dir, n, config.max_job_size, ready_w)
+        self.acceptor = Child("acceptor", acceptor_argv, pass_fds=(fd, ready_w))
+        self.ready_w = ready_w
         self.children.append(self.acceptor)
 
     def log(self, message: str) -> None:
@@ -103,6 +107,8 @@ class Supervisor:
         try:
             for child in self.children:
                 child.start()
+            if not self.wait_ready():
+                return 1
             host, port = self.listener.getsockname()[:2]
             print(f"shardq listening on {host}:{port}", flush=True)
             if self.config.verbose:
@@ -113,6 +119,19 @@ class Supervisor:
         finally:
             self.stop()
         return 0
+
+    def wait_ready(self) -> bool:
+        """Wait until the acceptor reaches every process, so "listening" means serving."""
+        os.close(self.ready_w)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.stopping and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.ready_r], [], [], CHECK_PERIOD_S)
+            if ready and os.read(self.ready_r, 64):
+                os.close(self.ready_r)
+                return True
+            self.restart_dead()
+        self.log(f"processes did not come up within {START_TIMEOUT_S:.0f} s")
+        return False
 
     def restart_dead(self) -> None:
         for child in self.children:

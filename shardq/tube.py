@@ -29,7 +29,7 @@ class Waiter:
 @dataclass(slots=True, eq=False)
 class Tube:
     name: str
-    order: int  # position key for list-tubes (creation stamp, swap-remove emulated)
+    order: tuple[int, int]  # list-tubes position: (creation time, n), swap-remove emulated
     ready: SortedList = field(default_factory=SortedList)
     delayed: SortedList = field(default_factory=SortedList)
     buried: dict[int, None] = field(default_factory=dict)

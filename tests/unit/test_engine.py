@@ -1479,6 +1479,7 @@ class Model:
             reserved = sum(j.state == State.RESERVED for j in mine)
             offered = sum(j.state == State.OFFERED for j in mine)
             urgent = sum(k[0] < URGENT_PRI for k in tube.ready)
+            urgent += sum(j.state == State.OFFERED and j.pri < URGENT_PRI for j in mine)
             assert (tube.reserved, tube.offered, tube.urgent) == (reserved, offered, urgent)
             assert tube.in_use(), f"tube {name} should have been collected"
             stats = self.q.stats_tube(name)
