@@ -696,6 +696,7 @@ def main(
         acceptor.draining = True
 
     signal.signal(signal.SIGUSR1, drain)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # blocked by the supervisor
     try:
         acceptor.serve_forever()
     finally:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 
 def main(argv: list[str]) -> None:
     role, args = argv[0], argv[1:]
+    if role != "acceptor":
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     if role == "shard":
         from shardq.shard import main as run
 

@@ -41,7 +41,13 @@ class Child:
     extra: list[str] = field(default_factory=list)
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv + self.extra, pass_fds=self.pass_fds)
+        # Children start with SIGUSR1 blocked and unblock it once their handler is in place,
+        # so a drain request during their start-up is delivered, not fatal.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        try:
+            self.proc = subprocess.Popen(self.argv + self.extra, pass_fds=self.pass_fds)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
         self.started = time.monotonic()
 
 
@@ -62,12 +68,12 @@ def child_argv(role: str, *args: object) -> list[str]:
 class Supervisor:
     def __init__(self, config: Config) -> None:
         self.config = config
+        self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         self.own_run_dir = config.run_dir is None
         self.run_dir = config.run_dir or tempfile.mkdtemp(prefix="shardq-")
         os.makedirs(self.run_dir, exist_ok=True)
         self.state_dir = config.wal_dir or self.run_dir
         os.makedirs(self.state_dir, exist_ok=True)
-        self.listener = bind_listener(config.listen, config.port)
         self.stopping = False
         self.draining = False
         n = config.shards
@@ -81,11 +87,14 @@ class Supervisor:
             Child(f"shard {i}", child_argv("shard", i, n, self.run_dir)) for i in range(n)
         ]
         fd = self.listener.fileno()
-        self.ready_r, ready_w = os.pipe()
-        acceptor_argv = child_argv("acceptor", fd, self.run_dir, n, config.max_job_size, ready_w)
-        self.acceptor = Child("acceptor", acceptor_argv, pass_fds=(fd, ready_w))
-        self.ready_w = ready_w
+        self.ready_r, self.ready_w = os.pipe()
+        argv = self.acceptor_argv(self.ready_w)
+        self.acceptor = Child("acceptor", argv, pass_fds=(fd, self.ready_w))
         self.children.append(self.acceptor)
+
+    def acceptor_argv(self, ready_fd: int) -> list[str]:
+        fd, cfg = self.listener.fileno(), self.config
+        return child_argv("acceptor", fd, self.run_dir, cfg.shards, cfg.max_job_size, ready_fd)
 
     def log(self, message: str) -> None:
         print(f"shardq: {message}", file=sys.stderr, flush=True)
@@ -123,6 +132,9 @@ class Supervisor:
     def wait_ready(self) -> bool:
         """Wait until the acceptor reaches every process, so "listening" means serving."""
         os.close(self.ready_w)
+        # a restarted acceptor has no start-up pipe to write to
+        self.acceptor.argv = self.acceptor_argv(-1)
+        self.acceptor.pass_fds = (self.listener.fileno(),)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.stopping and time.monotonic() < deadline:
             ready, _, _ = select.select([self.ready_r], [], [], CHECK_PERIOD_S)
