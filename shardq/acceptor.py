@@ -466,6 +466,13 @@ class Acceptor:
             conn.reserved[payload[2]] = payload[3]
         self.reply(conn, payload[1])
 
+    def do_reserve_job(self, conn: Conn, cmd: c.ReserveJob) -> None:
+        conn.worker = True
+        shard = self.job_shard(cmd.id)
+        if shard is not None:
+            conn.shards.add(shard)
+        self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved)
+
     def on_touched(self, job_id: int) -> Done:
         def done(conn: Conn, payload: list[Any]) -> None:
             if payload[1]:
@@ -654,7 +661,7 @@ HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
     c.Put: Acceptor.do_put,
     c.Reserve: lambda a, k, cmd: a.do_reserve(k, None),
     c.ReserveWithTimeout: lambda a, k, cmd: a.do_reserve(k, cmd.timeout),
-    c.ReserveJob: lambda a, k, cmd: a.by_id(k, wire.RESERVE_JOB, cmd.id, [], a.on_reserved),
+    c.ReserveJob: Acceptor.do_reserve_job,
     c.Delete: lambda a, k, cmd: a.by_id(k, wire.DELETE, cmd.id, [], a.forget(cmd.id)),
     c.Release: lambda a, k, cmd: a.by_id(
         k, wire.RELEASE, cmd.id, [cmd.pri, cmd.delay], a.forget(cmd.id)
