@@ -467,11 +467,15 @@ class Acceptor:
         self.reply(conn, payload[1])
 
     def do_reserve_job(self, conn: Conn, cmd: c.ReserveJob) -> None:
-        conn.worker = True
         shard = self.job_shard(cmd.id)
         if shard is not None:
             conn.shards.add(shard)
-        self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved)
+        self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
+
+    def on_reserved_job(self, conn: Conn, payload: list[Any]) -> None:
+        if payload[0] == RESERVED:
+            conn.worker = True  # beanstalkd counts a worker only when reserve-job succeeds
+        self.on_reserved(conn, payload)
 
     def on_touched(self, job_id: int) -> Done:
         def done(conn: Conn, payload: list[Any]) -> None:
