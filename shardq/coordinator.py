@@ -23,6 +23,8 @@ import zmq
 
 from shardq import __version__, proto, wire
 
+RESEND_AFTER_S = 1.0  #: a fan-out still unanswered after this long is asked again
+
 
 @dataclass(slots=True)
 class Gather:
@@ -32,7 +34,8 @@ class Gather:
     rid: int
     op: int
     extra: Any
-    parts: list[Any] = field(default_factory=list)
+    sent_at: float
+    parts: dict[int, list[Any]] = field(default_factory=dict)  # shard -> its answer
 
 
 class IdCounter:
@@ -80,25 +83,39 @@ class Coordinator:
         if op == wire.LEASE:
             self.front.send_multipart([peer, wire.pack([[rid, self.ids.lease()]])])
             return
-        shard_op = wire.COUNTS if op == wire.STATS else wire.LIST
         grid = self.next_rid
         self.next_rid += 1
-        self.gathers[grid] = Gather(peer, rid, op, args[0] if args else None)
-        for s in self.shards:
-            s.send(wire.pack([[shard_op, grid, 0]]))
+        self.gathers[grid] = Gather(peer, rid, op, args[0] if args else None, time.monotonic())
+        for index in range(len(self.shards)):
+            self.ask_shard(index, grid)
 
-    def on_shard(self, reply: list[Any]) -> None:
+    def ask_shard(self, index: int, grid: int) -> None:
+        op = wire.COUNTS if self.gathers[grid].op == wire.STATS else wire.LIST
+        self.shards[index].send(wire.pack([[op, grid, 0]]))
+
+    def resend_stale(self) -> None:
+        """A shard that restarted lost our question: ask the shards that have not answered."""
+        now = time.monotonic()
+        for grid, gather in self.gathers.items():
+            if now - gather.sent_at >= RESEND_AFTER_S:
+                gather.sent_at = now
+                for index in range(len(self.shards)):
+                    if index not in gather.parts:
+                        self.ask_shard(index, grid)
+
+    def on_shard(self, index: int, reply: list[Any]) -> None:
         gather = self.gathers.get(reply[0])
         if gather is None:
             return
-        gather.parts.append(reply[1:])
+        gather.parts[index] = reply[1:]
         if len(gather.parts) < len(self.shards):
             return
         del self.gathers[reply[0]]
+        parts = list(gather.parts.values())
         if gather.op == wire.STATS:
-            body = self.stats(gather.extra, gather.parts)
+            body = self.stats(gather.extra, parts)
         else:
-            tubes = sorted(t for part in gather.parts for t in part[0])
+            tubes = sorted(t for part in parts for t in part[0])
             body = proto.yaml_list(name for _, name in tubes)
         self.front.send_multipart([gather.peer, wire.pack([[gather.rid, body]])])
 
@@ -141,8 +158,10 @@ class Coordinator:
         poller.register(self.front, zmq.POLLIN)
         for s in self.shards:
             poller.register(s, zmq.POLLIN)
+        index_of = {s: i for i, s in enumerate(self.shards)}
         while True:
-            for sock, _ in poller.poll():
+            self.resend_stale()
+            for sock, _ in poller.poll(RESEND_AFTER_S * 1000):
                 while True:
                     try:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -157,7 +176,7 @@ class Coordinator:
                         if sock is self.front:
                             self.on_front(frames[0], item)
                         else:
-                            self.on_shard(item)
+                            self.on_shard(index_of[sock], item)
 
 
 #: `stats` keys in beanstalkd 1.12's order.
