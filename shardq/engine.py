@@ -48,6 +48,9 @@ class Engine:
         self.job_timeouts = 0
         self._stamp = 0
         self._created = 0
+        #: job events for the analytics log, or None when nobody listens:
+        #: (now, event, id, tube, pri, delay s, ttr s, body bytes)
+        self.audit: list[tuple[int, str, int, str, int, int, int, int]] | None = None
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -116,6 +119,7 @@ class Engine:
             self._unreserve(job)
             job.timeouts += 1
             self.job_timeouts += 1
+            self._note(now, "timeout", job)
             job.move("timeout")
             self._enqueue(job, now)
 
@@ -131,6 +135,11 @@ class Engine:
         if waiter is not None and waiter.expire_at == when:
             self._drop_waiter(waiter)
             self.events.append((rid, [FINAL, waiter.expire_reply]))
+
+    def _note(self, now: int, event: str, job: Job) -> None:
+        if self.audit is not None:
+            delay, ttr = job.delay // NS, job.ttr // NS
+            self.audit.append((now, event, job.id, job.tube, job.pri, delay, ttr, len(job.body)))
 
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:
@@ -163,6 +172,7 @@ class Engine:
         job.move(op)
         job.owner = conn
         job.reserves += 1
+        self._note(now, "reserve", job)
         job.deadline = now + job.ttr
         self.tubes[job.tube].reserved += 1
         self.owned.setdefault(conn, set()).add(job.id)
@@ -345,6 +355,7 @@ class Engine:
         self.jobs[job_id] = job
         tube.total_jobs += 1
         self.total_jobs += 1
+        self._note(now, "put", job)
         if delay > 0:
             job.state = State.DELAYED
             self._delay(job, job.delay, now)
@@ -363,6 +374,7 @@ class Engine:
         else:
             self._unlink(job)
         del self.jobs[job_id]
+        self._note(now, "delete", job)
         tube = self.tubes[job.tube]
         tube.cmd_delete += 1
         self._gc(tube)
@@ -375,6 +387,7 @@ class Engine:
         self._unreserve(job)
         job.pri = pri
         job.releases += 1
+        self._note(now, "release", job)
         job.delay = delay * NS
         if delay > 0:
             job.move("release-delayed")
@@ -391,6 +404,7 @@ class Engine:
         self._unreserve(job)
         job.pri = pri
         job.buries += 1
+        self._note(now, "bury", job)
         job.move("bury")
         self.tubes[job.tube].buried[job.id] = None
         return proto.BURIED
@@ -402,11 +416,13 @@ class Engine:
             return [proto.NOT_FOUND, 0]
         job.deadline = now + job.ttr
         self._at(job.deadline + 1, _T_TTR, job.id)
+        self._note(now, "touch", job)
         return [proto.TOUCHED, job.deadline]
 
     def _kick_one(self, job: Job, now: int) -> None:
         self._unlink(job)
         job.kicks += 1
+        self._note(now, "kick", job)
         job.move("kick")
         self._enqueue(job, now)
 
