@@ -178,10 +178,12 @@ class Run:
             replies = read_replies(sock, len(watch) + 1)
             if replies[-1] != b"WATCHING %d\r\n" % len(watch):
                 self.rec.error(f"conn {conn}: watch/ignore answered {replies!r}")
+            idle = 0
             for _ in range(rng.randint(5, 80)):
-                if self.stop.is_set():
-                    break
+                if self.stop.is_set() or idle >= 3:
+                    break  # nothing for us here lately: try another watch list
                 job_id = self.reserve(sock, conn, rng)
+                idle = idle + 1 if job_id is None else 0
                 if job_id is not None:
                     held.append(job_id)
                     if len(held) < 3 and rng.random() < 0.3:
@@ -383,7 +385,33 @@ def test_many_producers_and_consumers(start_shardq, round_):
     assert counts == dict.fromkeys(counts, "0"), f"{summary}\nstats: {counts}"
     assert stats["total-jobs"] == str(N_JOBS), stats
     assert stats["cmd-put"] == str(N_JOBS), stats
+    print(summary)  # visible with -s or -rA
     # The mix really happened.
     for op in ("released", "buried", "reserved", "timed-out"):
         assert run.rec.ops[op] > 0, summary
     assert run.rec.ops["disconnected-holding"] + run.rec.ops["reset-holding"] > 0, summary
+
+
+def test_checker_flags_overlap_loss_and_double_delete():
+    # The checks above must be able to fail: feed them a history with each kind of bug.
+    run = Run(port=0, seed=0)
+    rec = run.rec
+    rec.put_body = {i: b"body%d" % i for i in range(1, N_JOBS + 1)}
+    rec.deleted.update(range(1, N_JOBS + 1))
+    assert run.check() == []
+    rec.holds[1] = [Hold(1, 10.0, 11.0, "released"), Hold(2, 11.5, 12.0, "deleted")]
+    assert run.check() == []
+    rec.holds[1][1].start = 10.5  # conn 2 got RESERVED before conn 1 sent its release
+    rec.holds[2] = [Hold(3, 1.0)]  # never ended
+    rec.deleted[3] += 1
+    del rec.deleted[4]
+    rec.reserved_bodies[5] = {b"other"}
+    problems = "\n".join(run.check())
+    for needle in (
+        "job 1 held by conn 1",
+        "job 2 still held",
+        "deleted more than once: {3: 2}",
+        "1 jobs never deleted, e.g. [4]",
+        "job 5 reserved with bodies",
+    ):
+        assert needle in problems, problems

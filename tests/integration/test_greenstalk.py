@@ -7,6 +7,7 @@ chosen so that, with 4 shards, the tubes of one test live on different shards
 
 from __future__ import annotations
 
+import threading
 import time
 from zlib import crc32
 
@@ -144,9 +145,8 @@ def test_cross_shard_reserve_is_most_urgent_first(connect):
 def test_waiting_reserve_is_woken_by_a_put_on_another_shard(connect):
     consumer = connect(watch=[TUBES[0], TUBES[1]])
     producer = connect(use=TUBES[1])
-    # Reserve in this thread while a second thread puts a moment later.
-    import threading
 
+    # Reserve in this thread while a second thread puts a moment later.
     def put_later() -> None:
         time.sleep(0.3)
         producer.put(b"late")
