@@ -13,7 +13,7 @@ def main(argv: list[str]) -> None:
     if role == "shard":
         from shardq.shard import main as run
 
-        run(int(args[0]), int(args[1]), args[2])
+        run(int(args[0]), int(args[1]), args[2], args[3], args[4])
     elif role == "coordinator":
         from shardq.coordinator import main as run
 

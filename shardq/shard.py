@@ -20,6 +20,8 @@ import zmq
 
 from shardq import proto, wire
 from shardq.engine import CANCELLED, FINAL, WAITING, Engine
+from shardq.events import EventLog
+from shardq.routing import tube_shard
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = 60_000  #: poll at least this often (poll takes a C int of milliseconds)
@@ -78,9 +80,14 @@ HANDLERS: dict[int, Handler] = {
 class ShardServer:
     """Owns the socket and the engine; knows which peer waits for which reserve."""
 
-    def __init__(self, index: int, endpoint: str, owns_default: bool) -> None:
+    def __init__(
+        self, index: int, endpoint: str, owns_default: bool, events: EventLog | None = None
+    ) -> None:
         self.index = index
         self.engine = Engine(owns_default=owns_default)
+        self.event_log = events
+        if events is not None:
+            self.engine.audit = []
         self.ctx = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
@@ -134,6 +141,9 @@ class ShardServer:
             if peer is not None:
                 out[peer].append([rid, *payload])
         self.engine.events.clear()
+        if self.event_log is not None and self.engine.audit:
+            self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
+            self.engine.audit.clear()
         for peer, replies in out.items():
             self.sock.send_multipart([peer, wire.pack(replies)])
 
@@ -146,15 +156,15 @@ class ShardServer:
             self.turn(timeout)
 
 
-def main(index: int, shards: int, run_dir: str) -> None:
-    from shardq.routing import tube_shard
-
+def main(index: int, shards: int, run_dir: str, events_dir: str, server_id: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    server = ShardServer(
-        index, f"ipc://{run_dir}/shard-{index}", tube_shard("default", shards) == index
-    )
+    events = EventLog(events_dir, server_id, index) if events_dir else None
+    owns_default = tube_shard("default", shards) == index
+    server = ShardServer(index, f"ipc://{run_dir}/shard-{index}", owns_default, events)
     try:
         server.serve_forever()
     finally:
         server.sock.close(0)
+        if events is not None:
+            events.close()

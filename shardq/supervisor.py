@@ -83,8 +83,10 @@ class Supervisor:
                 child_argv("coordinator", self.run_dir, self.state_dir, n, config.segment_bytes),
             )
         ]
+        events = getattr(config, "events_dir", None) or ""
         self.children += [
-            Child(f"shard {i}", child_argv("shard", i, n, self.run_dir)) for i in range(n)
+            Child(f"shard {i}", child_argv("shard", i, n, self.run_dir, events, config.server_id))
+            for i in range(n)
         ]
         fd = self.listener.fileno()
         self.ready_r, self.ready_w = os.pipe()
