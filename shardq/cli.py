@@ -167,3 +167,9 @@ def serve(
     from shardq.supervisor import serve as run_server  # lazy: config errors need no server
 
     raise typer.Exit(run_server(config))
+
+
+# `shardq bench` and `shardq bench compare` (issue 4): the load tool lives in shardq.bench.
+from shardq.bench.cli import bench_app  # noqa: E402
+
+app.add_typer(bench_app, name="bench")

@@ -1,0 +1,8 @@
+"""`shardq bench`: a beanstalk load generator and a two-server comparison runner.
+
+Modules: `hist` (mergeable latency histogram), `workloads` (what each connection sends and
+how each reply is checked), `loadgen` (the epoll loop of one load process), `runner` (spreads
+a load over processes, progress bar, merged result), `servers` (start/stop a server command,
+CPU and RSS of its process tree from /proc), `compare` (the A/B matrix), `report`
+(docs/BENCHMARKS.md) and `png` (a dependency-free bar chart).
+"""

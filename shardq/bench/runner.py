@@ -1,0 +1,215 @@
+"""Run one workload over --processes load processes and merge what they measured.
+
+Load processes are forked (one per core is the point of --processes): each connects its
+share of the connections and runs the setup commands, then all wait on one Event so the
+clock starts for everyone at once. Results come back as dicts over a Queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import sys
+import time
+from typing import Any
+
+from shardq.bench.hist import Histogram
+from shardq.bench.loadgen import OPS, SLOTS, LoadLoop, connect
+from shardq.bench.workloads import Spec, plan
+
+#: Seconds a --jobs run may take at most (every load is bounded in time).
+JOBS_TIME_LIMIT = 600.0
+
+
+def _share(total: int | None, parts: int, k: int) -> int | None:
+    if total is None:
+        return None
+    return total // parts + (1 if k < total % parts else 0)
+
+
+def _worker(spec: Spec, k: int, shared: Any, ready: Any, go: Any, deadline: Any, out: Any) -> None:
+    try:
+        mine = [p for p in plan(spec) if p.index % spec.processes == k]
+        conns = [connect(spec, p) for p in mine]
+        quota = _share(spec.jobs, spec.processes, k)
+        if spec.workload == "reserve" and spec.jobs is None:
+            quota = None
+        loop = LoadLoop(spec, conns, k, shared, quota)
+        ready.put(None)
+        go.wait()
+        out.put(("ok", loop.run(deadline.value).to_dict()))
+    except Exception as e:  # reported by the parent, which must not hang waiting
+        ready.put(None)
+        out.put(("error", f"{type(e).__name__}: {e}"))
+
+
+class Progress:
+    """One self-rewriting stderr line; silent when disabled."""
+
+    def __init__(self, enabled: bool, label: str) -> None:
+        self.enabled = enabled
+        self.label = label
+        self.last = 0.0
+
+    def show(self, fraction: float, ops: int, rate: float) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * min(1.0, fraction))
+        bar = "#" * filled + "." * (width - filled)
+        sys.stderr.write(f"\r{self.label} [{bar}] {ops:>10,} ops {rate:>10,.0f} ops/s ")
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 90 + "\r")
+            sys.stderr.flush()
+
+
+def run_load(spec: Spec, progress: bool = False, label: str | None = None) -> dict[str, Any]:
+    """Run `spec` once (no pre-fill) and return the merged result (see `merge`)."""
+    ctx = mp.get_context("fork")
+    shared = ctx.RawArray("q", SLOTS * spec.processes)
+    ready, out = ctx.Queue(), ctx.Queue()
+    go = ctx.Event()
+    deadline = ctx.RawValue("d", 0.0)
+    procs = [
+        ctx.Process(target=_worker, args=(spec, k, shared, ready, go, deadline, out), daemon=True)
+        for k in range(spec.processes)
+    ]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=60)
+    limit = spec.duration if spec.jobs is None and spec.duration else JOBS_TIME_LIMIT
+    start = time.monotonic()
+    deadline.value = start + limit
+    go.set()
+    bar = Progress(progress, label or spec.workload)
+    results: list[tuple[str, Any]] = []
+    while len(results) < len(procs):
+        with contextlib.suppress(queue.Empty):  # empty: time to redraw the bar
+            results.append(out.get(timeout=0.2))
+        ops = sum(shared[i] for i in range(2, len(shared), SLOTS))
+        elapsed = time.monotonic() - start
+        if spec.jobs:
+            done = sum(shared[i] for i in range(0, len(shared), SLOTS))
+            if spec.workload == "reserve":
+                done = sum(shared[i] for i in range(1, len(shared), SLOTS))
+            fraction = done / spec.jobs
+        else:
+            fraction = elapsed / limit
+        bar.show(fraction, ops, ops / elapsed if elapsed > 0 else 0.0)
+        if elapsed > limit + 60 and len(results) < len(procs):
+            break
+    bar.end()
+    for p in procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
+    failures = [r for kind, r in results if kind == "error"]
+    if failures or len(results) < len(procs):
+        raise RuntimeError("load process failed: " + "; ".join(failures or ["no result"]))
+    return merge(spec, [r for _, r in results])
+
+
+def merge(spec: Spec, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum counts, merge histograms; throughput over the slowest process's elapsed time."""
+    elapsed = max(p["elapsed"] for p in parts) or 1e-9
+    ops: dict[str, Any] = {}
+    total = 0
+    errors = 0
+    for op in OPS:
+        h = Histogram()
+        for p in parts:
+            h.merge(Histogram.from_dict(p["hists"][op]))
+        n = sum(p["counts"][op] for p in parts)
+        e = sum(p["errors"][op] for p in parts)
+        total += n
+        errors += e
+        if n or e:
+            ops[op] = {
+                "count": n,
+                "errors": e,
+                "per_sec": n / elapsed,
+                "latency_us": h.summary_us(),
+            }
+    cycle = Histogram()
+    for p in parts:
+        cycle.merge(Histogram.from_dict(p["cycle"]))
+    result: dict[str, Any] = {
+        "spec": spec.to_dict(),
+        "elapsed_s": elapsed,
+        "ops": ops,
+        "total_ops": total,
+        "ops_per_sec": total / elapsed,
+        "errors": errors + sum(p["conn_errors"] for p in parts),
+        "error_samples": [s for p in parts for s in p["samples"]][:10],
+        "timed_out": sum(p["timed_out"] for p in parts),
+        "client_cpu_s": sum(p["cpu"] for p in parts),
+    }
+    if cycle.total:
+        result["cycles"] = {
+            "count": cycle.total,
+            "per_sec": cycle.total / elapsed,
+            "latency_us": cycle.summary_us(),
+        }
+    return result
+
+
+def prefill(spec: Spec, jobs: int, progress: bool = False) -> dict[str, Any]:
+    """Put `jobs` jobs into the spec's tube as fast as possible (for `reserve` and memory)."""
+    fill = Spec(
+        workload="put",
+        host=spec.host,
+        port=spec.port,
+        connections=max(8, spec.processes * 4),
+        pipeline=64,
+        size=spec.size,
+        duration=None,
+        jobs=jobs,
+        processes=spec.processes,
+        prefix=spec.prefix,
+        ttr=spec.ttr,
+    )
+    return run_load(fill, progress, label="prefill")
+
+
+def run(spec: Spec, progress: bool = False) -> dict[str, Any]:
+    """Run a workload as `shardq bench` does: pre-fill first for `reserve`."""
+    fill = None
+    if spec.workload == "reserve":
+        fill = prefill(spec, spec.jobs or spec.prefill, progress)
+    result = run_load(spec, progress)
+    if fill is not None:
+        result["prefill"] = {"jobs": fill["total_ops"], "errors": fill["errors"]}
+        result["errors"] += fill["errors"]
+    return result
+
+
+def format_result(r: dict[str, Any]) -> str:
+    """Human-readable table: throughput per op, latency percentiles in microseconds."""
+    s = r["spec"]
+    lines = [
+        f"{s['workload']} against {s['host']}:{s['port']}: {s['connections']} connections, "
+        f"pipeline {s['pipeline']}, {s['size']}-byte bodies, {s['processes']} load processes",
+        f"{r['total_ops']:,} ops in {r['elapsed_s']:.2f} s = {r['ops_per_sec']:,.0f} ops/s; "
+        f"errors {r['errors']}; client CPU {r['client_cpu_s']:.1f} s",
+        f"{'op':<9}{'count':>11}{'ops/s':>11}{'err':>6}"
+        f"{'p50':>9}{'p90':>9}{'p99':>9}{'p99.9':>9}{'max':>9}   (latency, us)",
+    ]
+    rows = list(r["ops"].items())
+    if "cycles" in r:
+        rows.append(("cycle", {**r["cycles"], "errors": 0}))
+    for op, o in rows:
+        lat = o["latency_us"]
+        lines.append(
+            f"{op:<9}{o['count']:>11,}{o['per_sec']:>11,.0f}{o['errors']:>6}"
+            + "".join(f"{lat[k]:>9.0f}" for k in ("p50", "p90", "p99", "p99.9", "max"))
+        )
+    if r["timed_out"]:
+        lines.append(f"reserve TIMED_OUT (queue empty, not an error): {r['timed_out']}")
+    for sample in r["error_samples"]:
+        lines.append(f"wrong reply: {sample}")
+    return "\n".join(lines)

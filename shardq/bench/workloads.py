@@ -1,0 +1,93 @@
+"""Workload definitions: which role each connection plays and the bytes it sends.
+
+Roles, not workloads, drive the load loop: a *producer* pipelines puts, a *consumer*
+pipelines reserves and deletes what it gets, a *drainer* does the same with
+`reserve-with-timeout 0` and stops at the first TIMED_OUT (the pre-filled `reserve` load),
+and a *pingpong* connection does one put -> reserve -> delete at a time.
+Every request is pre-built bytes; only `delete <id>` is assembled per job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+WORKLOADS = ("put", "reserve", "mixed", "multitube", "pingpong")
+PRODUCER, CONSUMER, DRAINER, PINGPONG = "producer", "consumer", "drainer", "pingpong"
+
+
+@dataclass
+class Spec:
+    """Everything one `shardq bench` run needs; picklable, so it crosses process boundaries."""
+
+    workload: str = "put"
+    host: str = "127.0.0.1"
+    port: int = 11300
+    connections: int = 1
+    pipeline: int = 1
+    size: int = 100
+    duration: float | None = 5.0
+    jobs: int | None = None
+    processes: int = 1
+    tubes: int = 1
+    backlog: int = 5000  # mixed/multitube: producers wait above this many ready jobs
+    prefill: int = 200_000  # reserve with --duration: jobs put before the clock starts
+    prefix: str = "bench"  # tube name prefix; compare gives each cell its own
+    ttr: int = 60
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass
+class ConnPlan:
+    """One connection: its role, the tube it puts into and the tubes it watches."""
+
+    index: int
+    role: str
+    use: str | None
+    watch: list[str]
+
+
+def plan(spec: Spec) -> list[ConnPlan]:
+    """Roles for every connection. Mixed loads: first half producers, second half consumers,
+    so a round-robin split over processes gives each process both kinds."""
+    n, p = spec.connections, spec.prefix
+    if spec.workload == "put":
+        return [ConnPlan(i, PRODUCER, p, []) for i in range(n)]
+    if spec.workload == "reserve":
+        return [ConnPlan(i, DRAINER, None, [p]) for i in range(n)]
+    if spec.workload == "pingpong":
+        return [ConnPlan(i, PINGPONG, f"{p}-pp{i}", [f"{p}-pp{i}"]) for i in range(n)]
+    if spec.workload in ("mixed", "multitube"):
+        tubes = [p] if spec.workload == "mixed" else [f"{p}-{t}" for t in range(spec.tubes)]
+        producers = max(1, n // 2)
+        out = [ConnPlan(i, PRODUCER, tubes[i % len(tubes)], []) for i in range(producers)]
+        out += [ConnPlan(i, CONSUMER, None, tubes) for i in range(producers, max(n, 2))]
+        return out
+    raise ValueError(f"unknown workload {spec.workload!r}; one of {', '.join(WORKLOADS)}")
+
+
+def setup_commands(c: ConnPlan) -> list[tuple[bytes, bytes]]:
+    """(request, expected reply prefix) pairs sent before the clock starts."""
+    cmds: list[tuple[bytes, bytes]] = []
+    if c.use and c.use != "default":
+        cmds.append((b"use %s\r\n" % c.use.encode(), b"USING "))
+    if c.watch:
+        for t in c.watch:
+            cmds.append((b"watch %s\r\n" % t.encode(), b"WATCHING "))
+        if "default" not in c.watch:
+            cmds.append((b"ignore default\r\n", b"WATCHING "))
+    return cmds
+
+
+def put_request(spec: Spec) -> bytes:
+    body = b"x" * spec.size
+    return b"put 0 0 %d %d\r\n%s\r\n" % (spec.ttr, len(body), body)
+
+
+def reserve_request(role: str) -> bytes:
+    """Drainers must see an empty queue at once; consumers wait a little for the next job."""
+    if role == DRAINER:
+        return b"reserve-with-timeout 0\r\n"
+    return b"reserve-with-timeout 1\r\n"
