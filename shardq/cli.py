@@ -1,4 +1,4 @@
-"""`shardq` command line: `serve` now; `bench` and `analyze` are later issues.
+"""`shardq` command line: `serve` and `analyze` (Spark job analytics); `bench` is a later issue.
 
 `serve` accepts beanstalkd's own flags (-l -p -z -V -v -h -b -f -F -s) so shardq can replace
 beanstalkd in an existing service unit, plus --shards, --config and --run-dir.
@@ -37,6 +37,7 @@ FLAGS = {
     "segment_bytes": "-s",
     "shards": "--shards",
     "run_dir": "--run-dir",
+    "events_dir": "--events",
 }
 
 app = typer.Typer(
@@ -139,6 +140,10 @@ def serve(
     run_dir: Annotated[
         str | None, typer.Option("--run-dir", metavar="DIR", help="Directory for ipc sockets.")
     ] = None,
+    events_dir: Annotated[
+        str | None,
+        typer.Option("--events", metavar="DIR", help="Write job events here [off]."),
+    ] = None,
     version: VersionOption = False,
 ) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
@@ -151,6 +156,7 @@ def serve(
         "segment_bytes": segment_bytes,
         "shards": shards,
         "run_dir": run_dir,
+        "events_dir": events_dir,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:
@@ -167,6 +173,26 @@ def serve(
     from shardq.supervisor import serve as run_server  # lazy: config errors need no server
 
     raise typer.Exit(run_server(config))
+
+
+@app.command()
+def analyze(
+    events: Annotated[
+        list[str], typer.Argument(metavar="EVENTS...", help="Event log files, dirs or globs.")
+    ],
+    out: Annotated[str, typer.Option("--out", metavar="DIR", help="Output directory.")],
+    master: Annotated[
+        str | None,
+        typer.Option("--master", metavar="URL", help="Spark master [Spark's default]."),
+    ] = None,
+) -> None:
+    """Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out."""
+    try:
+        from shardq.pipeline.main import run_job  # lazy: pyspark is the optional extra
+    except ImportError as e:
+        typer.echo(f"shardq: analyze needs pyspark: pip install 'shardq[pipeline]' ({e})", err=True)
+        raise typer.Exit(EXIT_FAILURE) from None
+    raise typer.Exit(run_job(events, out, master))
 
 
 # `shardq bench` and `shardq bench compare` (issue 4): the load tool lives in shardq.bench.

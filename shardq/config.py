@@ -25,6 +25,8 @@ YAML layout::
       dir: null            # null -> no write-ahead log
       fsync: every 50      # always | never | every <ms> | <ms>
       segment_bytes: 10485760
+    events:
+      dir: null            # null -> no job event log (see shardq/events.py)
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Config:
     wal_dir: str | None = None  # -b DIR; None = no write-ahead log
     fsync_ms: int | None = 50  # -f MS; 0 = fsync every write, None (-F) = never fsync
     segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
+    events_dir: str | None = None  # --events DIR; job event log for `shardq analyze`; None = off
 
 
 class ConfigError(Exception):
@@ -155,7 +158,10 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "wal_dir": ("wal.dir", lambda w, v, f: _path(w, v)),
     "fsync_ms": ("wal.fsync", _fsync),
     "segment_bytes": ("wal.segment_bytes", lambda w, v, f: _int(w, v, 1, None, f)),
+    "events_dir": ("events.dir", lambda w, v, f: _path(w, v)),
 }
+#: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
+SECTIONS = ("wal", "events")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 
@@ -202,21 +208,22 @@ def _flatten(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
     """{"wal": {"dir": x}} -> {"wal.dir": x}; unknown keys are errors that name themselves."""
     flat: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "wal":
+        if key in SECTIONS:
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise ConfigError(origin, f"wal: must be a mapping, got {value!r}")
+                raise ConfigError(origin, f"{key}: must be a mapping, got {value!r}")
             for sub, subvalue in value.items():
-                flat[f"wal.{sub}"] = subvalue
+                flat[f"{key}.{sub}"] = subvalue
         else:
             flat[str(key)] = value
     for key in flat:
         if key not in _BY_YAML_KEY:
-            if key.startswith("wal."):
-                known = [k.removeprefix("wal.") for k in _BY_YAML_KEY if k.startswith("wal.")]
+            section, dot, _ = key.partition(".")
+            if dot and section in SECTIONS:
+                known = [k.split(".", 1)[1] for k in _BY_YAML_KEY if k.startswith(f"{section}.")]
             else:
-                known = [k for k in _BY_YAML_KEY if "." not in k] + ["wal"]
+                known = [k for k in _BY_YAML_KEY if "." not in k] + list(SECTIONS)
             raise ConfigError(origin, f"{key}: unknown key (known: {', '.join(known)})")
     return flat
 
