@@ -60,3 +60,13 @@ fmt: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+
+# Performance (issue 4): the standard matrix against beanstalkd and shardq, 3 rounds A,B,A,B,
+# then shardq with 1, 2 and 4 shards; rewrites the generated part of docs/BENCHMARKS.md
+# (plus docs/benchmarks.png and .json). About 10-15 minutes on 2 cores.
+BENCH_ARGS ?= --rounds 3 --scaling 1,2,4
+.PHONY: bench
+bench: venv beanstalkd
+	$(BIN)/shardq bench compare --matrix standard $(BENCH_ARGS) \
+	  --a 'beanstalkd -l 127.0.0.1 -p {port}' --b 'shardq serve -p {port}' \
+	  --report docs/BENCHMARKS.md
