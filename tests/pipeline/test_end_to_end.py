@@ -1,0 +1,120 @@
+"""A real shardq run with --events, a small known load, then `shardq analyze` on its logs."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import greenstalk
+import pytest
+
+from .conftest import JVM_FLAGS, REPO, require_spark, spark_env
+from .expect import read_tubes_csv
+
+pytestmark = pytest.mark.spark
+
+START_TIMEOUT = 20.0
+LISTENING = re.compile(r"^shardq listening on 127\.0\.0\.1:(\d+)$")
+FILE_NAME = re.compile(r"^.+-shard[01]-\d{10}(\.\d+)?\.jsonl$")
+
+
+def start_server(events: Path) -> tuple[subprocess.Popen, int]:
+    argv = [sys.executable, "-m", "shardq", "serve", "-p", "0", "--shards", "2"]
+    proc = subprocess.Popen(
+        [*argv, "--events", str(events)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=events.parent,  # no config/shardq.yaml here: defaults plus flags
+    )
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        match = LISTENING.match(line.strip())
+        if match:
+            return proc, int(match.group(1))
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    pytest.fail("shardq did not print its listening line")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("shardq did not stop on SIGTERM")
+
+
+def drive(port: int) -> None:
+    """alpha: 6 puts, a release, a bury and a kick, 4 deletes; beta: 4 puts, 3 deletes."""
+    with greenstalk.Client(("127.0.0.1", port), use="alpha", watch="alpha") as c:
+        ids = [c.put(f"a{i}") for i in range(6)]
+        job = c.reserve(timeout=5)
+        assert job.id == ids[0]
+        c.release(job)
+        job = c.reserve(timeout=5)
+        assert job.id == ids[0]
+        c.delete(job)
+        job = c.reserve(timeout=5)
+        c.bury(job)
+        assert c.kick(1) == 1
+        c.delete(c.reserve(timeout=5))
+        for _ in range(2):
+            c.delete(c.reserve(timeout=5))  # ids[4] and ids[5] stay ready
+        c.use("beta")
+        c.watch("beta")
+        c.ignore("alpha")
+        for i in range(4):
+            c.put(f"b{i}")
+        for _ in range(3):
+            c.delete(c.reserve(timeout=5))
+        c.reserve(timeout=5)  # still reserved when the server stops
+
+
+EXPECTED = {
+    "alpha": dict(puts=6, reserves=6, releases=1, buries=1, kicks=1, timeouts=0, deletes=4),
+    "beta": dict(puts=4, reserves=4, releases=0, buries=0, kicks=0, timeouts=0, deletes=3),
+}
+
+
+def test_analyze_a_real_run(tmp_path):
+    require_spark()
+    events = tmp_path / "events"
+    proc, port = start_server(events)
+    try:
+        drive(port)
+    finally:
+        stop(proc)
+    names = sorted(p.name for p in events.iterdir())
+    assert names and all(FILE_NAME.match(n) for n in names), names
+
+    out = tmp_path / "out"
+    env = {**os.environ, **spark_env()}
+    env["PYSPARK_SUBMIT_ARGS"] = (
+        f"--conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false "
+        f"--conf spark.sql.shuffle.partitions=2 "
+        f"--conf 'spark.driver.extraJavaOptions={JVM_FLAGS}' pyspark-shell"
+    )
+    argv = [sys.executable, "-m", "shardq", "analyze", f"{events}/*.jsonl", "--out", str(out)]
+    done = subprocess.run(
+        [*argv, "--master", "local[2]"], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    rows = {r["tube"]: r for r in read_tubes_csv(out / "tubes.csv")}
+    assert set(rows) == set(EXPECTED)
+    for tube, want in EXPECTED.items():
+        assert {k: int(rows[tube][k]) for k in want} == want, tube
+        for col in ("wait_p50_ms", "wait_p99_ms", "run_p50_ms", "run_p99_ms"):
+            assert 0 <= float(rows[tube][col]) < 5000, (tube, col, rows[tube][col])
+    assert (out / "tubes.parquet").is_dir() and (out / "minutes.parquet").is_dir()
+    assert "<svg" in (out / "report.html").read_text()
