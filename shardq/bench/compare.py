@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardq.bench.runner import prefill, run
-from shardq.bench.servers import Server, cpu_delta, cpu_ticks, memory, role
+from shardq.bench.servers import CLK_TCK, Server, cpu_delta, cpu_ticks, memory, role
 from shardq.bench.workloads import Spec
 
 
@@ -49,7 +49,7 @@ def matrix(name: str, duration: float | None = None) -> list[Cell]:
         c("mixed-50", "mixed, 50 conns", "mixed", 50),
         c("mixed-200", "mixed, 200 conns", "mixed", 200),
         c("multitube-64", "multitube, 16 tubes / 64 conns", "multitube", 64, tubes=16),
-        c("pingpong-1", "pingpong, 1 client (cycles/s)", "pingpong", 1, processes=1),
+        c("pingpong-1", "pingpong, 1 client", "pingpong", 1, processes=1),
     ]
     jobs = 20_000 if quick else 1_000_000
     cells.append(Cell("memory", f"memory, {jobs:,} ready jobs of 100 B", "memory", jobs=jobs))
@@ -61,10 +61,19 @@ def matrix(name: str, duration: float | None = None) -> list[Cell]:
 SCALING_KEYS = ("mixed-50", "multitube-64")
 
 
+def busy_ticks() -> int:
+    """Non-idle CPU ticks of the whole machine (/proc/stat), to see other processes' load."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+
+
 def measure(server: Server, cell: Cell, prefix: str, processes: int, progress: bool) -> dict:
-    """Run one cell against a running server; adds the server's CPU (cores) and memory."""
+    """Run one cell against a running server; adds the server's CPU (cores) and memory, the
+    load tool's CPU and what everything else on the machine used meanwhile ("other")."""
     pids = server.pids
     before = cpu_ticks(pids)
+    busy0 = busy_ticks()
     t0 = time.monotonic()
     out: dict[str, Any] = {}
     if cell.kind == "memory":
@@ -80,6 +89,7 @@ def measure(server: Server, cell: Cell, prefix: str, processes: int, progress: b
             "bytes_per_job": (mem["rss"] - base["rss"]) / max(1, cell.jobs),
             "errors": r["errors"],
             "value": mem["rss"],
+            "client_cpu_s": r["client_cpu_s"],
         }
     else:
         kw = {"processes": processes, **cell.spec}
@@ -99,8 +109,19 @@ def measure(server: Server, cell: Cell, prefix: str, processes: int, progress: b
     for pid, sec in per_pid.items():
         by_role[role(pid)] += sec / wall
     out["cpu_cores"] = sum(per_pid.values()) / wall
+    out["client_cores"] = out.get("client_cpu_s", 0.0) / wall
+    machine_cores = (busy_ticks() - busy0) / CLK_TCK / wall
+    out["other_cores"] = max(0.0, machine_cores - out["cpu_cores"] - out["client_cores"])
     out["cpu_by_role"] = dict(by_role)
     return out
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def _median(xs: list[float]) -> float:
@@ -117,6 +138,8 @@ def summarise(cells: list[Cell], runs: dict[str, dict[str, list[dict]]]) -> list
             row[side] = {
                 "value": _median([r["value"] for r in rs]),
                 "cpu_cores": _median([r["cpu_cores"] for r in rs]),
+                "client_cores": _median([r.get("client_cores", 0.0) for r in rs]),
+                "other_cores": _median([r.get("other_cores", 0.0) for r in rs]),
                 "errors": sum(r["errors"] for r in rs),
                 "rounds": [r["value"] for r in rs],
             }
@@ -153,6 +176,7 @@ def compare(
     procs = processes or os.cpu_count() or 1
     runs: dict[str, dict[str, list[dict]]] = {"a": defaultdict(list), "b": defaultdict(list)}
     started = time.monotonic()
+    load_before = _loadavg()
     for rnd in range(rounds):
         for side, template in (("a", a), ("b", b)):
             with Server(template) as server:
@@ -169,6 +193,7 @@ def compare(
         "matrix": matrix_name,
         "processes": procs,
         "rows": summarise(cells, runs),
+        "loadavg": {"before": load_before, "after": _loadavg()},
     }
     if scaling:
         out["scaling"] = scale(b, cells, scaling, procs, progress, log)

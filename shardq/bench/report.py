@@ -91,8 +91,15 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
         "",
         f"![B/A per row]({chart})",
         "",
-        "| row | A | B | B/A | A CPU (cores) | B CPU (cores) | B CPU by process | errors A/B |",
-        "|---|---:|---:|---:|---:|---:|---|---:|",
+        "CPU columns are cores used during the cell (CPU seconds / wall seconds): the server's"
+        " whole process tree, the load tool's processes, and everything else on the machine"
+        " (`other`, from /proc/stat; a busy neighbour makes figures noisy). Machine load"
+        f" average before/after the run: {result.get('loadavg', {}).get('before', '?')} /"
+        f" {result.get('loadavg', {}).get('after', '?')}.",
+        "",
+        "| row | A | B | B/A | server CPU A / B | load tool CPU A / B | other A / B"
+        " | B CPU by process | errors A/B |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
         a, b = r["a"], r["b"]
@@ -101,13 +108,15 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
         )
         out.append(
             f"| {r['label']} ({unit}) | {_v(r['kind'], a['value'])} | {_v(r['kind'], b['value'])}"
-            f" | **{r['ratio']:.2f}** | {a['cpu_cores']:.2f} | {b['cpu_cores']:.2f}"
+            f" | **{r['ratio']:.2f}** | {a['cpu_cores']:.2f} / {b['cpu_cores']:.2f}"
+            f" | {a.get('client_cores', 0):.2f} / {b.get('client_cores', 0):.2f}"
+            f" | {a.get('other_cores', 0):.2f} / {b.get('other_cores', 0):.2f}"
             f" | {_roles(b.get('cpu_by_role'))} | {a['errors']}/{b['errors']} |"
         )
         if "p99_ratio" in r:
             out.append(
                 f"| pingpong p99 cycle latency (µs, lower is better) | {a['p99_us']:,.0f}"
-                f" | {b['p99_us']:,.0f} | **{r['p99_ratio']:.2f}** | | | | |"
+                f" | {b['p99_us']:,.0f} | **{r['p99_ratio']:.2f}** | | | | | |"
             )
     mem = next((r for r in rows if r["kind"] == "memory"), None)
     if mem:
@@ -129,12 +138,14 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
             "",
             "**Scaling** (B with `--shards N`, one acceptor; one round per cell):",
             "",
-            "| shards | row | ops/s | B CPU (cores) | CPU by process | errors |",
-            "|---:|---|---:|---:|---|---:|",
+            "| shards | row | ops/s | B CPU (cores) | load tool CPU | other | CPU by process"
+            " | errors |",
+            "|---:|---|---:|---:|---:|---:|---|---:|",
         ]
         for s in scaling:
             out.append(
                 f"| {s['shards']} | {s['label']} | {s['value']:,.0f} | {s['cpu_cores']:.2f}"
+                f" | {s.get('client_cores', 0):.2f} | {s.get('other_cores', 0):.2f}"
                 f" | {_roles(s.get('cpu_by_role'))} | {s['errors']} |"
             )
     out += ["", END]
