@@ -95,6 +95,7 @@ def _throughput(series: list[dict], bucket: int) -> str:
 
 def _percentiles(tubes: list[dict]) -> str:
     busiest = sorted(tubes, key=lambda t: -t["puts"])[:BAR_TUBES]
+    busiest.sort(key=lambda t: t["tube"])
     out = []
     for kind, title in (("wait", "Queue wait"), ("run", "Run time")):
         bars = [

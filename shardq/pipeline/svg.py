@@ -37,7 +37,9 @@ def line_chart(
     """One polyline per name over a shared time axis; missing buckets count as 0."""
     left, right, top, bottom = 60, 170, 10, 30
     xs = sorted({t for pts in lines.values() for t, _ in pts})
-    lo, hi = xs[0], max(xs[-1], xs[0] + step)
+    lo, last = xs[0], xs[-1]
+    hi = last if last > lo else lo + step  # one bucket: draw it at the left edge
+    buckets = int((last - lo) // step) + 1
     ymax = max((v for pts in lines.values() for _, v in pts), default=0)
     ticks = nice_ticks(ymax)
     plot_w, plot_h = WIDTH - left - right, height - top - bottom
@@ -55,21 +57,21 @@ def line_chart(
             "stroke='#e5e5e5'/>"
         )
         out.append(f"<text x='{left - 6}' y='{y(v) + 4:.1f}' text-anchor='end'>{_num(v)}</text>")
-    for i in range(5):
-        t = lo + (hi - lo) * i / 4
+    for i in sorted({round(k * (buckets - 1) / 4) for k in range(5)}):  # on bucket starts
+        t = lo + i * step
         out.append(
             f"<text x='{x(t):.1f}' y='{height - 8}' text-anchor='middle'>{escape(label(t))}</text>"
         )
     for n, (name, pts) in enumerate(sorted(lines.items())):
         values = dict(pts)
-        t, path = lo, []
-        while t <= hi:
-            path.append(f"{x(t):.1f},{y(values.get(t, 0.0)):.1f}")
-            t += step
+        points = [(x(lo + i * step), y(values.get(lo + i * step, 0.0))) for i in range(buckets)]
         color = colors.get(name, "#888")
-        out.append(
-            f"<polyline fill='none' stroke='{color}' stroke-width='1.8' points='{' '.join(path)}'/>"
-        )
+        path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+        out.append(f"<polyline fill='none' stroke='{color}' stroke-width='1.8' points='{path}'/>")
+        if buckets <= 60:  # few points: mark them; a lone point has no line to show it
+            out.extend(
+                f"<circle cx='{px:.1f}' cy='{py:.1f}' r='3' fill='{color}'/>" for px, py in points
+            )
         ly = top + 14 + 18 * n
         out.append(
             f"<rect x='{WIDTH - right + 14}' y='{ly - 9}' width='12' height='10' fill='{color}'/>"

@@ -103,6 +103,7 @@ def test_spark_submit_to_standalone_cluster_matches_local(
         "spark.ui.showConsoleProgress=false",
         "spark.executor.memory=512m",
         "spark.cores.max=1",
+        "spark.sql.shuffle.partitions=2",  # tiny data: fewer tasks, fewer driver round trips
         f"spark.driver.extraJavaOptions={JVM_FLAGS}",
         f"spark.executor.extraJavaOptions={JVM_FLAGS}",
     ):
