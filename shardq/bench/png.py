@@ -82,13 +82,14 @@ def ratio_chart(title: str, rows: list[tuple[str, float, bool]], goal: float = 1
     a vertical line marks `goal` (1.0 = as fast as A)."""
     label_w, bar_w, row_h, top = 330, 420, 26, 40
     width, height = label_w + bar_w + 70, top + row_h * len(rows) + 30
-    top_ratio = max([goal * 1.25] + [r for _, r, _ in rows])
+    # Capped so one very bad row (a latency ratio of 14) does not flatten the others.
+    top_ratio = min(3.0, max([goal * 1.25] + [r for _, r, _ in rows]))
     cv = Canvas(width, height)
     cv.text(10, 10, title, (0, 0, 0), 2)
     for i, (label, r, good) in enumerate(rows):
         y = top + i * row_h
         cv.text(10, y + 6, label[:40], (40, 40, 40), 2)
-        w = int(bar_w * r / top_ratio)
+        w = min(bar_w, int(bar_w * r / top_ratio))
         color = (46, 139, 87) if good else (205, 92, 92)
         cv.rect(label_w, y + 3, max(1, w), row_h - 8, color)
         cv.text(label_w + w + 6, y + 6, f"{r:.2f}", (0, 0, 0), 2)

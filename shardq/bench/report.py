@@ -47,6 +47,7 @@ def machine() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         bsd = "?"
     return {
+        "shardq": _revision(),
         "nproc": str(os.cpu_count()),
         "cpu": model,
         "kernel": platform.release(),
@@ -56,6 +57,27 @@ def machine() -> dict[str, str]:
         "msgpack": ".".join(map(str, msgpack.version)),
         "beanstalkd": bsd,
     }
+
+
+def _revision() -> str:
+    """The commit measured, flagged when shardq/ had uncommitted changes at the time."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "shardq"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return f"{head} + uncommitted changes in shardq/" if dirty else head or "?"
 
 
 def _v(kind: str, v: float) -> str:
@@ -152,12 +174,8 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def write_report(path: Path, result: dict[str, Any]) -> None:
-    """Replace the generated section of `path` (created if absent); write chart and JSON."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stem = path.stem.lower()
-    chart = path.with_name(f"{stem}.png")
-    raw = path.with_name(f"{stem}.json")
+def chart_png(result: dict[str, Any]) -> bytes:
+    """B/A per row; memory and latency rows are green when within the issue's goals."""
     rows = []
     for r in result["rows"]:
         if r["kind"] == "memory":
@@ -166,7 +184,16 @@ def write_report(path: Path, result: dict[str, Any]) -> None:
             rows.append((r["key"], r["ratio"], r["ratio"] >= 1.0))
             if "p99_ratio" in r:
                 rows.append(("pingpong p99 (lower)", r["p99_ratio"], r["p99_ratio"] <= 2.0))
-    chart.write_bytes(ratio_chart("B/A: SHARDQ / BEANSTALKD", rows))
+    return ratio_chart("B/A: SHARDQ / BEANSTALKD", rows)
+
+
+def write_report(path: Path, result: dict[str, Any]) -> None:
+    """Replace the generated section of `path` (created if absent); write chart and JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stem = path.stem.lower()
+    chart = path.with_name(f"{stem}.png")
+    raw = path.with_name(f"{stem}.json")
+    chart.write_bytes(chart_png(result))
     info = machine()
     raw.write_text(json.dumps({"machine": info, **result}, indent=1) + "\n")
     text = path.read_text() if path.exists() else SKELETON
