@@ -17,6 +17,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file by spark-submit: make `shardq` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from pyspark import StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
 from shardq.pipeline import metrics, outputs  # noqa: E402
@@ -32,14 +33,16 @@ def read_events(spark: SparkSession, paths: list[str]) -> DataFrame:
 
 def run(spark: SparkSession, paths: list[str], out: str) -> list[dict]:
     """Compute every table, write them under `out`; returns the per-tube rows."""
-    events = read_events(spark, paths)
-    counts = metrics.minute_counts(events).cache()  # small; read by both tables below
-    tubes = metrics.tube_table(counts, metrics.jobs(events)).cache()
-    series = metrics.minute_series(counts)
-    rows = outputs.write_all(spark, out, tubes, series)
-    counts.unpersist()
-    tubes.unpersist()
-    return rows
+    # Parse the JSON once: every table below reads this (spills to disk when it must).
+    # Aggregates are not cached: a cached plan would keep its 200 shuffle partitions,
+    # while uncached queries let adaptive execution coalesce them.
+    events = read_events(spark, paths).select(*metrics.USED).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = metrics.minute_counts(events)
+        tubes = metrics.tube_table(counts, metrics.jobs(events))
+        return outputs.write_all(spark, out, tubes, metrics.minute_series(counts))
+    finally:
+        events.unpersist()
 
 
 def session(master: str | None) -> SparkSession:

@@ -39,6 +39,8 @@ RANK |= {"reserve": 2, "delete": 3}
 #: percentile_approx accuracy: rank error at most 1/ACCURACY of the tube's job count.
 ACCURACY = 10_000
 _REQUIRED = ("ts", "server", "tube", "job", "event")
+#: The columns the metrics read; the rest of a record is not kept after parsing.
+USED = ("ts", "server", "tube", "job", "event", "delay")
 
 
 def clean(raw: DataFrame) -> DataFrame:

@@ -24,11 +24,13 @@ CHART_POINTS = 720
 def write_all(spark: SparkSession, out: str, tubes: DataFrame, series: DataFrame) -> list[dict]:
     """Write Parquet, tubes.csv and report.html under `out`; returns the tube rows."""
     out = out.rstrip("/")
-    tubes.write.mode("overwrite").parquet(f"{out}/tubes.parquet")
+    collected = tubes.collect()  # one row per tube: computed once, written three ways
+    rows = [r.asDict() for r in collected]
+    small = spark.createDataFrame(collected, tubes.schema).coalesce(1)
+    small.write.mode("overwrite").parquet(f"{out}/tubes.parquet")
     series.write.mode("overwrite").parquet(f"{out}/minutes.parquet")
-    rows = [r.asDict() for r in tubes.collect()]
     write_text(spark, f"{out}/tubes.csv", to_csv(rows))
-    chart, bucket = chart_series(series, rows)
+    chart, bucket = chart_series(spark.read.parquet(f"{out}/minutes.parquet"), rows)
     write_text(spark, f"{out}/report.html", report.render(rows, chart, bucket))
     return rows
 
