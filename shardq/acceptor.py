@@ -175,6 +175,7 @@ class Acceptor:
         self.last_stamp = 0
         self.retry_soon = False
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
+        self.blocks_loaded = False
 
     def _dealer(self) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
@@ -224,9 +225,23 @@ class Acceptor:
         self.up[target] = True
         if target in self.seen_up:
             self.resync(target)
+        elif target == COORDINATOR:
+            rid = self.request(COORDINATOR, wire.BLOCKS, None, [], None)
+            self.pending[rid] = (None, lambda _c, p: self.on_blocks(p[0]))
         self.seen_up.add(target)
-        if self.ready_fd >= 0 and len(self.seen_up) == len(self.socks):
-            os.write(self.ready_fd, b"ready\n")  # tell the supervisor: every process is reachable
+        self.maybe_ready()
+
+    def on_blocks(self, table: list[list[int]]) -> None:
+        """The id blocks leased before this acceptor started (a restart, or a log replayed)."""
+        for block, shard in table:
+            self.blocks[block] = shard
+        self.blocks_loaded = True
+        self.maybe_ready()
+
+    def maybe_ready(self) -> None:
+        """Tell the supervisor once every process is reachable and every id routable."""
+        if self.ready_fd >= 0 and self.blocks_loaded and len(self.seen_up) == len(self.socks):
+            os.write(self.ready_fd, b"ready\n")
             os.close(self.ready_fd)
             self.ready_fd = -1
 

@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
 import signal
 import sys
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Linux: get SIGTERM when the supervisor dies, even by SIGKILL, so no child is orphaned."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the supervisor died before prctl took effect
+        sys.exit(0)
+
 
 def main(argv: list[str]) -> None:
+    die_with_parent()
     role, args = argv[0], argv[1:]
     if role != "acceptor":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     if role == "shard":
         from shardq.shard import main as run
 
-        run(int(args[0]), int(args[1]), args[2], args[3], args[4])
+        run(int(args[0]), int(args[1]), args[2], args[3], args[4], args[5:])
     elif role == "coordinator":
         from shardq.coordinator import main as run
 

@@ -38,24 +38,35 @@ class Gather:
     parts: dict[int, list[Any]] = field(default_factory=dict)  # shard -> its answer
 
 
-class IdCounter:
-    """The next free id block, kept in a file so it survives restarts."""
+class BlockTable:
+    """Which shard each leased id block belongs to, in an append-only file.
+
+    One line per lease, "<block> <shard>", fsynced before the block is handed out: an id
+    is never handed out twice, and after a restart the acceptor can still route every id
+    it handed out before.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.blocks: dict[int, int] = {}
         try:
             with open(path) as f:
-                self.next_block = int(f.read().strip() or 0)
-        except (FileNotFoundError, ValueError):
-            self.next_block = 0
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+                        self.blocks[int(parts[0])] = int(parts[1])
+        except FileNotFoundError:
+            pass
+        self.next_block = max(self.blocks, default=-1) + 1
 
-    def lease(self) -> int:
+    def lease(self, shard: int) -> int:
         block = self.next_block
+        with open(self.path, "a") as f:
+            f.write(f"{block} {shard}\n")
+            f.flush()
+            os.fsync(f.fileno())
         self.next_block += 1
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(self.next_block))
-        os.replace(tmp, self.path)
+        self.blocks[block] = shard
         return block
 
 
@@ -71,7 +82,7 @@ class Coordinator:
             s.linger = 0
             s.connect(f"ipc://{run_dir}/shard-{i}")
             self.shards.append(s)
-        self.ids = IdCounter(os.path.join(state_dir, "next-id-block"))
+        self.ids = BlockTable(os.path.join(state_dir, "id-blocks"))
         self.gathers: dict[int, Gather] = {}
         self.next_rid = 1
         self.started = time.monotonic()
@@ -81,7 +92,11 @@ class Coordinator:
     def on_front(self, peer: bytes, req: list[Any]) -> None:
         op, rid, _conn, args = req[0], req[1], req[2], req[3:]
         if op == wire.LEASE:
-            self.front.send_multipart([peer, wire.pack([[rid, self.ids.lease()]])])
+            self.front.send_multipart([peer, wire.pack([[rid, self.ids.lease(args[0])]])])
+            return
+        if op == wire.BLOCKS:
+            table = list(self.ids.blocks.items())
+            self.front.send_multipart([peer, wire.pack([[rid, table]])])
             return
         grid = self.next_rid
         self.next_rid += 1
@@ -125,14 +140,17 @@ class Coordinator:
         utime, stime = acc.pop("rusage-utime"), acc.pop("rusage-stime")
         for part in parts:
             for key, value in part[0].items():
-                counts[key] = counts.get(key, 0) + value
+                if key.endswith("-index"):  # binlog file indexes: the largest, not a sum
+                    counts[key] = max(counts.get(key, 0), value)
+                else:
+                    counts[key] = counts.get(key, 0) + value
             utime += part[1]
             stime += part[2]
         own = resource.getrusage(resource.RUSAGE_SELF)
         utime += own.ru_utime
         stime += own.ru_stime
         uname = platform.uname()
-        values = {**counts, **acc}
+        values = {**dict.fromkeys(BINLOG_KEYS, 0), **counts, **acc}
         values.update(
             {
                 "pid": os.getppid(),
@@ -140,10 +158,6 @@ class Coordinator:
                 "rusage-utime": proto.Raw(f"{utime:.6f}"),
                 "rusage-stime": proto.Raw(f"{stime:.6f}"),
                 "uptime": int(time.monotonic() - self.started),
-                "binlog-oldest-index": 0,
-                "binlog-current-index": 0,
-                "binlog-records-migrated": 0,
-                "binlog-records-written": 0,
                 "binlog-max-size": self.binlog_max,
                 "id": self.server_id,
                 "hostname": socket.gethostname(),
@@ -178,6 +192,13 @@ class Coordinator:
                         else:
                             self.on_shard(index_of[sock], item)
 
+
+BINLOG_KEYS = (
+    "binlog-oldest-index",
+    "binlog-current-index",
+    "binlog-records-migrated",
+    "binlog-records-written",
+)
 
 #: `stats` keys in beanstalkd 1.12's order.
 STATS_KEYS = (

@@ -20,6 +20,7 @@ from shardq import proto
 from shardq.job import NS, STATE_NAMES, URGENT_PRI, Job, State
 from shardq.tube import Tube, Waiter
 
+RECORD_OVERHEAD = 100  #: log bytes of a job beyond its body, roughly
 SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR runs out
 
 # Kinds of reserve outcome, sent to the acceptor with the reply bytes.
@@ -51,6 +52,11 @@ class Engine:
         #: job events for the analytics log, or None when nobody listens:
         #: (now, event, id, tube, pri, delay s, ttr s, body bytes)
         self.audit: list[tuple[int, str, int, str, int, int, int, int]] | None = None
+        #: records for the write-ahead log, or None when there is none (see wal.py)
+        self.wal_out: list[list[Any]] | None = None
+        self.wall_offset = 0  #: wall-clock ns minus monotonic ns, set by the shell each turn
+        self.live_bytes = 0  #: about what the live jobs take in the log (for compaction)
+        self.log_stats: dict[str, int] = {}  #: binlog-* stats, kept by the shell
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -140,6 +146,83 @@ class Engine:
         if self.audit is not None:
             delay, ttr = job.delay // NS, job.ttr // NS
             self.audit.append((now, event, job.id, job.tube, job.pri, delay, ttr, len(job.body)))
+
+    # ----------------------------------------------------------------- persistence
+    def _wall(self, mono: int) -> int:
+        return mono + self.wall_offset if mono else 0
+
+    def _persist(self, job: Job) -> None:
+        """Log a job's new state (release, bury, kick) for the write-ahead log."""
+        if self.wal_out is not None:
+            self.wal_out.append(
+                ["S", job.id, int(job.state), job.pri, job.delay, self._wall(job.deadline)]
+                + [job.reserves, job.timeouts, job.releases, job.buries, job.kicks]
+            )
+
+    def full_record(self, job: Job) -> list[Any]:
+        """Everything a restart needs to rebuild the job; a reserved job comes back ready."""
+        state = job.state if job.state in (State.DELAYED, State.BURIED) else State.READY
+        deadline = self._wall(job.deadline) if state == State.DELAYED else 0
+        return [
+            "J", job.id, job.seq, job.tube, job.pri, job.delay, job.ttr, self._wall(job.created),
+            int(state), deadline, job.reserves, job.timeouts, job.releases, job.buries, job.kicks,
+            job.body,
+        ]  # fmt: skip
+
+    def snapshot(self) -> list[list[Any]]:
+        """Full records of every live job, buried ones in their bury order (for compaction)."""
+        buried = [j for t in self.tubes.values() for j in t.buried]
+        order = [j for j in self.jobs if self.jobs[j].state != State.BURIED] + buried
+        return [self.full_record(self.jobs[j]) for j in order]
+
+    def restore(self, records: Iterable[list[Any]], now: int) -> None:
+        """Rebuild the jobs from write-ahead log records, oldest first (last record wins)."""
+        rebuilt: dict[int, Job] = {}
+        for rec in records:
+            kind = rec[0]
+            if kind == "J":
+                job = Job(
+                    rec[1],
+                    rec[2],
+                    rec[3],
+                    rec[4],
+                    rec[5],
+                    rec[6],
+                    rec[15],
+                    rec[7] - self.wall_offset,
+                )
+                rebuilt.pop(rec[1], None)  # a re-logged job moves to the end (bury order)
+                rebuilt[rec[1]] = job
+                self._restore_state(job, rec[8], rec[9], rec[10:15])
+            elif kind == "S" and rec[1] in rebuilt:
+                job = rebuilt.pop(rec[1])
+                rebuilt[rec[1]] = job
+                job.pri, job.delay = rec[3], rec[4]
+                self._restore_state(job, rec[2], rec[5], rec[6:11])
+            elif kind == "D":
+                rebuilt.pop(rec[1], None)
+        for job in rebuilt.values():
+            self._place(job, now)
+
+    def _restore_state(self, job: Job, state: int, deadline_wall: int, counts: list[int]) -> None:
+        job.state = State(state) if state in (State.DELAYED, State.BURIED) else State.READY
+        job.deadline = deadline_wall - self.wall_offset if deadline_wall else 0
+        job.reserves, job.timeouts, job.releases, job.buries, job.kicks = counts
+
+    def _place(self, job: Job, now: int) -> None:
+        tube = self.ensure_tube(job.tube, now)
+        self.jobs[job.id] = job
+        tube.total_jobs += 1
+        self.total_jobs += 1
+        self.live_bytes += len(job.body) + RECORD_OVERHEAD
+        if job.state == State.BURIED:
+            tube.buried[job.id] = None
+        elif job.state == State.DELAYED and job.deadline > now:
+            tube.delayed.add((job.deadline, job.seq, job.id))
+            self._at(job.deadline, _T_DELAY, job.id)
+        else:
+            job.state = State.READY
+            tube.add_ready(job)
 
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:
@@ -355,12 +438,15 @@ class Engine:
         self.jobs[job_id] = job
         tube.total_jobs += 1
         self.total_jobs += 1
+        self.live_bytes += len(body) + RECORD_OVERHEAD
         self._note(now, "put", job)
         if delay > 0:
             job.state = State.DELAYED
             self._delay(job, job.delay, now)
         else:
             self._enqueue(job, now)
+        if self.wal_out is not None:
+            self.wal_out.append(self.full_record(job))
         return b"INSERTED %d\r\n" % job_id
 
     def delete(self, conn: int, job_id: int, now: int) -> bytes:
@@ -374,7 +460,10 @@ class Engine:
         else:
             self._unlink(job)
         del self.jobs[job_id]
+        self.live_bytes -= len(job.body) + RECORD_OVERHEAD
         self._note(now, "delete", job)
+        if self.wal_out is not None:
+            self.wal_out.append(["D", job_id])
         tube = self.tubes[job.tube]
         tube.cmd_delete += 1
         self._gc(tube)
@@ -394,7 +483,10 @@ class Engine:
             self._delay(job, job.delay, now)
         else:
             job.move("release")
+            self._persist(job)  # before _enqueue: a waiter may take it at once
             self._enqueue(job, now)
+            return proto.RELEASED
+        self._persist(job)
         return proto.RELEASED
 
     def bury(self, conn: int, job_id: int, pri: int, now: int) -> bytes:
@@ -407,6 +499,7 @@ class Engine:
         self._note(now, "bury", job)
         job.move("bury")
         self.tubes[job.tube].buried[job.id] = None
+        self._persist(job)
         return proto.BURIED
 
     def touch(self, conn: int, job_id: int, now: int) -> list[Any]:
@@ -424,6 +517,7 @@ class Engine:
         job.kicks += 1
         self._note(now, "kick", job)
         job.move("kick")
+        self._persist(job)
         self._enqueue(job, now)
 
     def kick(self, tube_name: str, bound: int, now: int) -> bytes:

@@ -22,6 +22,7 @@ from shardq import proto, wire
 from shardq.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.events import EventLog
 from shardq.routing import tube_shard
+from shardq.wal import Wal
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = 60_000  #: poll at least this often (poll takes a C int of milliseconds)
@@ -43,7 +44,7 @@ def _conn_now(fn: Callable[..., Any]) -> Handler:
 
 def _counts(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return [e.counts(), usage.ru_utime, usage.ru_stime]
+    return [{**e.counts(), **e.log_stats}, usage.ru_utime, usage.ru_stime]
 
 
 def _ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
@@ -81,21 +82,46 @@ class ShardServer:
     """Owns the socket and the engine; knows which peer waits for which reserve."""
 
     def __init__(
-        self, index: int, endpoint: str, owns_default: bool, events: EventLog | None = None
+        self,
+        index: int,
+        endpoint: str,
+        owns_default: bool,
+        events: EventLog | None = None,
+        wal: Wal | None = None,
     ) -> None:
         self.index = index
         self.engine = Engine(owns_default=owns_default)
         self.event_log = events
         if events is not None:
             self.engine.audit = []
+        self.wal = wal
+        if wal is not None:
+            self.recover(wal)
         self.ctx = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
         self.sock.bind(endpoint)
         self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
 
+    def recover(self, wal: Wal) -> None:
+        """Rebuild the engine from the log before serving anything, then log from here on."""
+        started = time.monotonic()
+        self.engine.wall_offset = time.time_ns() - time.monotonic_ns()
+        self.engine.restore(wal.replay(), time.monotonic_ns())
+        wal.start()
+        self.engine.wal_out = []
+        self.engine.log_stats = wal.stats()
+        took = time.monotonic() - started
+        print(
+            f"shard {self.index}: recovered {len(self.engine.jobs)} jobs in {took:.2f} s",
+            file=sys.stderr,
+        )
+
     def handle(self, peer: bytes, req: list[Any], now: int, out: dict[bytes, list]) -> None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
+        if op == wire.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
+            out[peer].append([rid, proto.OUT_OF_MEMORY])  # no room to log it: not taken
+            return
         if op == wire.RESERVE:
             tubes, timeout_at, soon_at, offer = args
             payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
@@ -141,30 +167,60 @@ class ShardServer:
             if peer is not None:
                 out[peer].append([rid, *payload])
         self.engine.events.clear()
+        if self.wal is not None:
+            self.commit(self.wal)  # before any reply: an answered change is in the log
         if self.event_log is not None and self.engine.audit:
             self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
             self.engine.audit.clear()
         for peer, replies in out.items():
             self.sock.send_multipart([peer, wire.pack(replies)])
 
+    def commit(self, wal: Wal) -> None:
+        """Group commit: this turn's records in one write, synced as the policy says."""
+        records = self.engine.wal_out
+        if records:
+            wal.append(records)
+            records.clear()
+            self.engine.log_stats = wal.stats()
+            if wal.fsync_ms == 0:
+                wal.maybe_sync(time.monotonic())
+        wal.maybe_sync(time.monotonic())
+        if records is not None and wal.needs_compaction(self.engine.live_bytes):
+            try:
+                wal.compact(self.engine.snapshot())
+            except OSError as e:
+                print(f"shard {self.index}: compaction failed: {e.strerror}", file=sys.stderr)
+
     def serve_forever(self) -> None:
         while True:
             wake = self.engine.next_wakeup()
+            due = self.wal.sync_due(time.monotonic()) if self.wal is not None else None
+            if due is not None:
+                sync_at = time.monotonic_ns() + max(0, int((due - time.monotonic()) * 1e9))
+                wake = sync_at if wake is None else min(wake, sync_at)
             timeout = None
             if wake is not None:
                 timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
             self.turn(timeout)
 
 
-def main(index: int, shards: int, run_dir: str, events_dir: str, server_id: str) -> None:
+def main(
+    index: int, shards: int, run_dir: str, events_dir: str, server_id: str, wal_args: list[str]
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     events = EventLog(events_dir, server_id, index) if events_dir else None
+    wal = None
+    if wal_args:
+        wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
+        wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
     owns_default = tube_shard("default", shards) == index
-    server = ShardServer(index, f"ipc://{run_dir}/shard-{index}", owns_default, events)
+    server = ShardServer(index, f"ipc://{run_dir}/shard-{index}", owns_default, events, wal)
     try:
         server.serve_forever()
     finally:
         server.sock.close(0)
+        if wal is not None:
+            wal.close()  # SIGTERM: what was written is synced before exit
         if events is not None:
             events.close()

@@ -61,6 +61,27 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
+class LayoutError(Exception):
+    """The log directory was written with another number of shards."""
+
+
+def check_layout(wal_dir: str, shards: int) -> None:
+    """Tubes are spread by crc32(name) % shards: a log written with N shards needs N shards."""
+    path = os.path.join(wal_dir, "layout")
+    try:
+        with open(path) as f:
+            written = int(f.read().split("=")[1])
+    except FileNotFoundError:
+        with open(path, "w") as f:
+            f.write(f"shards={shards}\n")
+        return
+    if written != shards:
+        raise LayoutError(
+            f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
+            "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
+        )
+
+
 def child_argv(role: str, *args: object) -> list[str]:
     return [sys.executable, "-m", "shardq.child", role, *map(str, args)]
 
@@ -74,6 +95,8 @@ class Supervisor:
         os.makedirs(self.run_dir, exist_ok=True)
         self.state_dir = config.wal_dir or self.run_dir
         os.makedirs(self.state_dir, exist_ok=True)
+        if config.wal_dir is not None:
+            check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
         n = config.shards
@@ -85,7 +108,12 @@ class Supervisor:
         ]
         events = getattr(config, "events_dir", None) or ""
         self.children += [
-            Child(f"shard {i}", child_argv("shard", i, n, self.run_dir, events, config.server_id))
+            Child(
+                f"shard {i}",
+                child_argv(
+                    "shard", i, n, self.run_dir, events, config.server_id, *self.wal_args(i)
+                ),
+            )
             for i in range(n)
         ]
         fd = self.listener.fileno()
@@ -93,6 +121,14 @@ class Supervisor:
         argv = self.acceptor_argv(self.ready_w)
         self.acceptor = Child("acceptor", argv, pass_fds=(fd, self.ready_w))
         self.children.append(self.acceptor)
+
+    def wal_args(self, shard: int) -> list[object]:
+        """A shard's log directory, segment size and fsync policy (-1: never); none without -b."""
+        cfg = self.config
+        if cfg.wal_dir is None:
+            return []
+        fsync = -1 if cfg.fsync_ms is None else cfg.fsync_ms
+        return [os.path.join(cfg.wal_dir, f"shard-{shard}"), cfg.segment_bytes, fsync]
 
     def acceptor_argv(self, ready_fd: int) -> list[str]:
         fd, cfg = self.listener.fileno(), self.config
@@ -182,6 +218,9 @@ class Supervisor:
 def serve(config: Config) -> int:
     try:
         supervisor = Supervisor(config)
+    except LayoutError as e:
+        print(f"shardq: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(
             f"shardq: cannot listen on {config.listen}:{config.port}: {e.strerror}", file=sys.stderr

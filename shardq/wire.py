@@ -38,6 +38,7 @@ LIST           (none)                                 [[order, name], ...]
 =============  =====================================  ==============================
 
 Coordinator ops (acceptor -> coordinator): LEASE(shard) -> [block];
+BLOCKS -> [[[block, shard], ...]] (every block leased so far, from its fsynced table);
 STATS(acceptor fields dict) -> [reply]; LIST_TUBES -> [reply].
 
 Times (timeout_at, soon_at, deadlines) are CLOCK_MONOTONIC nanoseconds, which every
@@ -78,7 +79,7 @@ WIRE_VERSION = 1
     LIST,
 ) = range(1, 24)
 
-LEASE, STATS, LIST_TUBES = 30, 31, 32
+LEASE, STATS, LIST_TUBES, BLOCKS = 30, 31, 32, 33
 
 _packer = msgpack.Packer(use_bin_type=True)
 

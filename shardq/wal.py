@@ -1,0 +1,257 @@
+"""A shard's write-ahead log: append-only segments, group commit, replay, compaction.
+
+Layout: DIR/<index>.wal, index 1, 2, 3, … Each segment starts with an 8-byte header
+(b"SQWAL" + version byte + 2 reserved bytes) and is preallocated to the segment size,
+so the bytes a later record needs are already the file's: a full disk is met when a
+segment is allocated, where it can be refused cleanly, and not in the middle of a write.
+After the header come records:
+
+    b"\\xa5\\x5a" | u32 payload length | u32 crc32(payload) | payload (msgpack list)
+
+The payloads are the engine's records (engine.py): ["J", …] a whole job, ["S", …] a
+job's new state, ["D", id] a delete. Reading stops at a zero length (the preallocated
+tail). A record whose checksum fails is skipped and counted; if no valid record
+follows it, it was the torn last write of a crash and is cut off with one warning.
+
+Compaction: when the segments hold more than twice the live jobs' bytes plus one
+segment, a new segment is started with a snapshot of every live job, synced, and the
+older segments are deleted. Disk use stays proportional to live data.
+
+WAL_VERSION and changing the format: (1) bump WAL_VERSION; (2) keep a reader for the
+previous version in `_decode` so an old log still replays; (3) the first compaction
+after start-up rewrites everything in the new format; (4) note it in the changelog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import sys
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgpack
+
+WAL_VERSION = 1
+HEADER = b"SQWAL" + bytes([WAL_VERSION]) + b"\0\0"
+MAGIC = b"\xa5\x5a"
+REC_HEAD = struct.Struct("<2sII")  # magic, payload length, crc32
+HEADROOM = 64 * 1024  #: room kept in each segment for deletes and state changes
+MAX_RECORD = 1 << 31
+
+
+class WalFull(Exception):
+    """The log cannot take a new job now (no disk space for a segment)."""
+
+
+def encode(record: list[Any]) -> bytes:
+    payload = msgpack.packb(record, use_bin_type=True)
+    return REC_HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+
+
+def decode_segment(data: bytes) -> tuple[list[list[Any]], int, int, bool]:
+    """Records of one segment's bytes -> (records, end offset, damaged count, torn tail)."""
+    records: list[list[Any]] = []
+    pos, damaged, end = len(HEADER), 0, len(HEADER)
+    while pos + REC_HEAD.size <= len(data):
+        magic, size, crc = REC_HEAD.unpack_from(data, pos)
+        if magic == b"\0\0" and size == 0:
+            break  # the preallocated, never written tail
+        body = data[pos + REC_HEAD.size : pos + REC_HEAD.size + size]
+        if magic == MAGIC and len(body) == size and zlib.crc32(body) == crc:
+            try:
+                records.append(msgpack.unpackb(body, raw=False))
+                pos += REC_HEAD.size + size
+                end = pos
+                continue
+            except ValueError:
+                pass
+        nxt = data.find(MAGIC, pos + 1)  # resynchronise on the next record
+        if nxt < 0 or not _valid_at(data, nxt):
+            return records, end, damaged, True
+        damaged += 1
+        pos = nxt
+    return records, end, damaged, False
+
+
+def _valid_at(data: bytes, pos: int) -> bool:
+    if pos + REC_HEAD.size > len(data):
+        return False
+    magic, size, crc = REC_HEAD.unpack_from(data, pos)
+    body = data[pos + REC_HEAD.size : pos + REC_HEAD.size + size]
+    return magic == MAGIC and len(body) == size and zlib.crc32(body) == crc
+
+
+class Wal:
+    """The log of one shard. Not thread-safe; the shard's loop is its only user."""
+
+    def __init__(
+        self,
+        directory: str,
+        segment_bytes: int,
+        fsync_ms: int | None,
+        allocate: Callable[[int, int, int], None] = os.posix_fallocate,
+        sync: Callable[[int], None] = os.fsync,
+    ) -> None:
+        self.dir = directory
+        self.segment_bytes = max(segment_bytes, len(HEADER) + HEADROOM * 2)
+        self.fsync_ms = fsync_ms  # None: never; 0: before every reply; else at most every ms
+        self.allocate = allocate  # seams for tests: disk full, failing fsync
+        self.sync = sync
+        os.makedirs(directory, exist_ok=True)
+        self.segments: dict[int, int] = {}  # index -> bytes used
+        self.fd = -1
+        self.index = 0
+        self.offset = 0
+        self.dirty = False
+        self.last_sync = 0.0
+        self.records_written = 0
+        self.records_migrated = 0
+        self.damaged = 0
+        self.full = False  # the last segment allocation failed: puts are refused
+
+    # ---------------------------------------------------------------- start-up
+    def replay(self) -> Iterator[list[Any]]:
+        """Every record of every segment, oldest first; then a fresh segment is opened."""
+        indexes = sorted(int(n[:-4]) for n in os.listdir(self.dir) if n.endswith(".wal"))
+        for index in indexes:
+            path = self._path(index)
+            with open(path, "rb") as f:
+                data = f.read()
+            if not data.startswith(HEADER[:6]):
+                print(
+                    f"wal: {path}: not a shardq log of version {WAL_VERSION}; skipped",
+                    file=sys.stderr,
+                )
+                self.damaged += 1
+                self.segments[index] = len(data)
+                continue
+            records, end, damaged, torn = decode_segment(data)
+            self.damaged += damaged
+            if damaged:
+                print(f"wal: {path}: {damaged} damaged record(s) skipped", file=sys.stderr)
+            if torn and index == indexes[-1]:
+                print(f"wal: {path}: torn last record cut off at byte {end}", file=sys.stderr)
+            elif torn:
+                self.damaged += 1
+                print(f"wal: {path}: damaged tail skipped at byte {end}", file=sys.stderr)
+            self.segments[index] = end
+            yield from records
+        self.index = max(indexes, default=0)
+
+    def start(self) -> None:
+        """Open a new segment to write to (never append to a segment a crash may have torn)."""
+        self._open_segment()
+
+    # ---------------------------------------------------------------- writing
+    def _path(self, index: int) -> str:
+        return os.path.join(self.dir, f"{index}.wal")
+
+    def _open_segment(self) -> None:
+        index = self.index + 1
+        path = self._path(index)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self.allocate(fd, 0, self.segment_bytes)
+            os.pwrite(fd, HEADER, 0)
+        except OSError:
+            os.close(fd)
+            os.unlink(path)
+            self.full = True
+            raise
+        if self.fd >= 0:
+            self._sync_now()
+            os.close(self.fd)
+        self.fd, self.index, self.offset = fd, index, len(HEADER)
+        self.segments[index] = self.offset
+        self.full = False
+        self._sync_dir()
+
+    def admit(self, nbytes: int) -> bool:
+        """May a put of about this many bytes be taken? (False: answer OUT_OF_MEMORY.)"""
+        if self.offset + nbytes + REC_HEAD.size + 64 + HEADROOM <= self.segment_bytes:
+            return True
+        try:
+            self._open_segment()
+        except OSError as e:
+            print(
+                f"wal: cannot allocate a new segment: {e.strerror}; refusing puts", file=sys.stderr
+            )
+            return False
+        return self.offset + nbytes + REC_HEAD.size + 64 + HEADROOM <= self.segment_bytes
+
+    def append(self, records: list[list[Any]]) -> None:
+        """Write a batch of records with one write (group commit); sync per policy later."""
+        data = b"".join(encode(r) for r in records)
+        if self.offset + len(data) > self.segment_bytes:
+            with contextlib.suppress(OSError):  # else: past the preallocated end, headroom gone
+                self._open_segment()
+        os.pwrite(self.fd, data, self.offset)
+        self.offset += len(data)
+        self.segments[self.index] = self.offset
+        self.records_written += len(records)
+        self.dirty = True
+
+    def sync_due(self, now: float) -> float | None:
+        """When the unsynced tail must be synced (None: nothing to do or never)."""
+        if not self.dirty or self.fsync_ms is None:
+            return None
+        return self.last_sync + self.fsync_ms / 1000
+
+    def maybe_sync(self, now: float) -> None:
+        due = self.sync_due(now)
+        if due is not None and now >= due:
+            self._sync_now()
+            self.last_sync = now
+
+    def _sync_now(self) -> None:
+        if self.dirty and self.fd >= 0:
+            self.sync(self.fd)
+            self.dirty = False
+
+    def _sync_dir(self) -> None:
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # ---------------------------------------------------------------- compaction
+    def needs_compaction(self, live_bytes: int) -> bool:
+        used = sum(self.segments.values())
+        return len(self.segments) >= 2 and used > 2 * live_bytes + self.segment_bytes
+
+    def compact(self, snapshot: list[list[Any]]) -> None:
+        """Rewrite the live jobs into a new segment, then drop every older one."""
+        old = [i for i in self.segments if i != self.index] + [self.index]
+        self._open_segment()
+        for start in range(0, len(snapshot), 1024):
+            self.append(snapshot[start : start + 1024])
+        self.records_written -= len(snapshot)
+        self.records_migrated += len(snapshot)
+        self._sync_now()
+        self.last_sync = time.monotonic()
+        for index in old:
+            if index != self.index:
+                os.unlink(self._path(index))
+                del self.segments[index]
+        self._sync_dir()
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "binlog-oldest-index": min(self.segments, default=0),
+            "binlog-current-index": self.index,
+            "binlog-records-migrated": self.records_migrated,
+            "binlog-records-written": self.records_written,
+        }
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self._sync_now()
+            size = self.offset
+            os.ftruncate(self.fd, size)  # a cleanly closed segment is cut to its used length
+            os.close(self.fd)
+            self.fd = -1
