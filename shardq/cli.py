@@ -178,7 +178,7 @@ def serve(
 @app.command()
 def analyze(
     events: Annotated[
-        list[str], typer.Argument(metavar="EVENTS...", help="Event log files, dirs or globs.")
+        list[str], typer.Argument(metavar="EVENTS", help="Event log files, dirs or globs.")
     ],
     out: Annotated[str, typer.Option("--out", metavar="DIR", help="Output directory.")],
     master: Annotated[
