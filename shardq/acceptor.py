@@ -40,7 +40,9 @@ from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
 RECV_BYTES = 256 * 1024
 COORDINATOR = -1  #: target index for the coordinator in request batches
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
-NO_REPLY = frozenset({wire.ACCEPT, wire.DECLINE, wire.DISCONNECT})  #: fire-and-forget ops
+NO_REPLY = frozenset(
+    {wire.ACCEPT, wire.DECLINE, wire.DISCONNECT, wire.REASSERT, wire.RESET}
+)  #: fire-and-forget ops
 
 Done = Callable[["Conn", list[Any]], None]
 
@@ -157,7 +159,7 @@ class Acceptor:
             self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, target)
             s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
         self.conns: dict[int, Conn] = {}
-        self.next_conn = 1
+        self.next_conn = time.time_ns() // 1000  # unique across acceptor restarts
         self.next_rid = 1
         self.pending: dict[int, tuple[Conn | None, Done]] = {}
         self.cross: dict[int, CrossReserve] = {}
@@ -225,7 +227,9 @@ class Acceptor:
         self.up[target] = True
         if target in self.seen_up:
             self.resync(target)
-        elif target == COORDINATOR:
+        elif target != COORDINATOR:  # first contact: drop what a previous acceptor left there
+            self.outq.setdefault(target, []).insert(0, [wire.RESET, 0, 0])
+        else:
             rid = self.request(COORDINATOR, wire.BLOCKS, None, [], None)
             self.pending[rid] = (None, lambda _c, p: self.on_blocks(p[0]))
         self.seen_up.add(target)
@@ -257,6 +261,11 @@ class Acceptor:
             for tube, (using, watching) in counts.items():
                 if self.shard_of(tube) == target:
                     refs.append([wire.REF, 0, 0, tube, using, watching])
+            now = time.monotonic_ns()
+            for conn in self.conns.values():
+                for job_id, deadline in conn.reserved.items():
+                    if deadline >= now and self.job_shard(job_id) == target:
+                        refs.append([wire.REASSERT, 0, conn.id, job_id, deadline])
         resend = []
         for rid, (t, req) in sorted(self.inflight.items()):
             if t == target:

@@ -421,6 +421,28 @@ class Engine:
                 job.move("release")
                 self._enqueue(job, now)
 
+    def reassert(self, conn: int, job_id: int, deadline: int, now: int) -> None:
+        """After this shard restarted from its log, a live connection still holds this job:
+        reserve it for that connection again, with its old TTR deadline (no new reserve)."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.READY:
+            return
+        self._unlink(job)
+        job.state = State.RESERVED
+        job.owner = conn
+        job.deadline = deadline
+        self.tubes[job.tube].reserved += 1
+        self.owned.setdefault(conn, set()).add(job.id)
+        self._at(deadline + 1, _T_TTR, job.id)
+
+    def forget_connections(self, now: int) -> None:
+        """The acceptor restarted: its connections are gone; free their jobs and tubes."""
+        for conn in list(self.owned) + [w.conn for w in self.waiters.values()]:
+            self.disconnect(conn, now)
+        for tube in list(self.tubes.values()):
+            tube.using = tube.watching = 0
+            self._gc(tube)
+
     # ----------------------------------------------------------------- commands
     def put(
         self,

@@ -74,6 +74,8 @@ HANDLERS: dict[int, Handler] = {
     wire.DECLINE: lambda e, conn, a, now: e.decline(conn, a[0], now),
     wire.DISCONNECT: lambda e, conn, a, now: e.disconnect(conn, now),
     wire.COUNTS: _counts,
+    wire.REASSERT: lambda e, conn, a, now: e.reassert(conn, a[0], a[1], now),
+    wire.RESET: lambda e, conn, a, now: e.forget_connections(now),
     wire.LIST: lambda e, conn, a, now: [e.list_tubes()],
 }
 

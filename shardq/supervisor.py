@@ -196,16 +196,18 @@ class Supervisor:
             child.start()
 
     def stop(self) -> None:
-        live = [c.proc for c in self.children if c.proc is not None and c.proc.poll() is None]
-        for proc in live:
-            proc.send_signal(signal.SIGTERM)
+        """The acceptor first (no new commands), then the shards (they sync their logs)."""
         deadline = time.monotonic() + STOP_GRACE_S
-        for proc in live:
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        for group in ([self.acceptor], [c for c in self.children if c is not self.acceptor]):
+            live = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
+            for proc in live:
+                proc.send_signal(signal.SIGTERM)
+            for proc in live:
+                try:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
         self.listener.close()
         if self.own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)

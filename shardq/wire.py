@@ -35,6 +35,9 @@ REF            tube, d_using, d_watching              [] (an acknowledgement)
 DISCONNECT     (none)                                 no reply
 COUNTS         (none)                                 [counts dict, utime, stime]
 LIST           (none)                                 [[order, name], ...]
+REASSERT       job id, TTR deadline                   no reply (re-reserve after restart)
+RESET          (none)                                 no reply (a new acceptor: forget
+                                                      every connection of the old one)
 =============  =====================================  ==============================
 
 Coordinator ops (acceptor -> coordinator): LEASE(shard) -> [block];
@@ -77,7 +80,9 @@ WIRE_VERSION = 1
     DISCONNECT,
     COUNTS,
     LIST,
-) = range(1, 24)
+    REASSERT,
+    RESET,
+) = range(1, 26)
 
 LEASE, STATS, LIST_TUBES, BLOCKS = 30, 31, 32, 33
 
