@@ -455,6 +455,8 @@ class Engine:
         body: bytes,
         now: int,
     ) -> bytes:
+        if job_id in self.jobs:  # a put resent after a restart that had already reached the log
+            return b"INSERTED %d\r\n" % job_id
         tube = self.ensure_tube(tube_name, now)
         job = Job(job_id, seq, tube_name, pri, delay * NS, max(ttr, 1) * NS, body, now)
         self.jobs[job_id] = job
