@@ -215,6 +215,7 @@ class Client:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.f = self.sock.makefile("rb")
+        self.last_body = b""
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -233,8 +234,11 @@ class Client:
     def cmd(self, data: bytes) -> bytes:
         self.send(data + b"\r\n")
         head = self.line()
+        self.last_body = b""  # the body of a reply that has one
         if head.startswith(b"OK "):
-            self.body(int(head.split()[1]))
+            self.last_body = self.body(int(head.split()[1]))
+        elif head.startswith((b"RESERVED ", b"FOUND ")):
+            self.last_body = self.body(int(head.split()[2]))
         return head
 
     def body(self, size: int) -> bytes:
@@ -447,8 +451,8 @@ def drain(port: int, deadline_s: float = DRAIN_TIMEOUT) -> tuple[dict[bytes, lis
         while time.monotonic() < deadline:
             head = c.cmd(b"reserve-with-timeout 0")
             if head.startswith(b"RESERVED "):
-                _, job_id, size = head.split()
-                found.setdefault(c.body(int(size)), []).append(int(job_id))
+                job_id = head.split()[1]
+                found.setdefault(c.last_body, []).append(int(job_id))
                 if c.cmd(b"delete " + job_id) != b"DELETED":
                     raise RuntimeError(f"drain: delete {job_id!r} failed")
                 continue

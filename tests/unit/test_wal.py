@@ -558,3 +558,17 @@ def test_resent_put_of_a_replayed_job_is_not_duplicated(tmp_path: Path) -> None:
     assert first == j
     again = r.e.reserve(2, 0, ("default",), r.now, r.now, None)
     assert again is not None and again[0] != RESERVED, "the job was handed out twice"
+
+
+def test_damaged_records_are_reported_in_stats(tmp_path: Path) -> None:
+    """The issue: a damaged record is skipped and counted, in a log line *and a stats field*.
+    BUG B3: Wal.stats() has no such field (only binlog-* indexes and record counts)."""
+    records = [J(1), J(2), J(3)]
+    data = bytearray(_write_segment(tmp_path / "1.wal", records))
+    data[len(HEADER) + REC_HEAD.size + 2] ^= 0x01  # record 1's payload
+    (tmp_path / "1.wal").write_bytes(bytes(data))
+    _, w = replay_all(tmp_path)
+    assert w.damaged == 1
+    stats = w.stats()
+    counted = {k: v for k, v in stats.items() if "damaged" in k or "skipped" in k}
+    assert list(counted.values()) == [1], stats
