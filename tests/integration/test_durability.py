@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -269,3 +270,50 @@ def test_crash_one_shard_sigkill(tmp_path: Path) -> None:
     """One shard SIGKILLed under load: clients see a delay, never an error; nothing lost,
     nothing run twice."""
     _crash_rounds(tmp_path, "shard")
+
+
+def _tracer_pid(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.parametrize(("op", "expect"), [("delete", b"DELETED"), ("bury", b"BURIED")])
+def test_reply_lost_in_shard_crash_is_still_right(
+    shardq_server, tmp_path: Path, op: str, expect: bytes
+) -> None:
+    """The shard dies after its batch reached the log but before it replied (strace kills it
+    at the fsync). The acceptor resends the request to the restarted shard; the client must
+    get the answer of what happened, not NOT_FOUND. BUG B4."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("needs strace to kill the shard at its fsync")
+    srv = shardq_server(1, wal_args(tmp_path / "wal"))
+    c = Client(srv.port)
+    job = put(c, b"default", b"lost reply")
+    assert c.cmd(b"reserve-with-timeout 0").startswith(b"RESERVED %d " % job)
+    shard = srv.wait_all_children()["shard 0"]
+    tracer = subprocess.Popen(
+        [strace, "-qq", "-p", str(shard), "-e", "trace=fsync,fdatasync"]
+        + ["-e", "inject=fsync,fdatasync:signal=KILL"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while _tracer_pid(shard) != tracer.pid:
+            assert time.monotonic() < deadline, "strace did not attach"
+            time.sleep(0.01)
+        reply = c.cmd(b"delete %d" % job if op == "delete" else b"bury %d 5" % job)
+        tracer.wait(timeout=10)
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+            tracer.wait()
+    assert srv.wait_all_children()["shard 0"] != shard, "the shard was not killed at its fsync"
+    state = c.cmd(b"stats-job %d" % job)
+    where = "gone" if state == b"NOT_FOUND" else c.last_body.decode().split("state: ")[1][:6]
+    assert reply == expect, f"{op} answered {reply!r}; the job is now {where}"
+    c.close()
