@@ -249,6 +249,17 @@ class Acceptor:
             os.close(self.ready_fd)
             self.ready_fd = -1
 
+    def resent(self, req: list[Any]) -> list[Any]:
+        """A request as it is sent again to a restarted process (its first try may have
+        reached the log): references are already restored, and a delete or bury of a job
+        the connection held is marked so the shard can tell "done before" from "not found"."""
+        if req[0] == wire.REF:
+            return [wire.REF, req[1], req[2], req[3], 0, 0]
+        conn = self.conns.get(req[2])
+        if req[0] in (wire.DELETE, wire.BURY) and conn is not None and req[3] in conn.reserved:
+            return [*req, True]
+        return req
+
     def resync(self, target: int) -> None:
         """The target restarted: restore tube references, then resend what it never answered."""
         refs: list[list[Any]] = []
@@ -266,10 +277,7 @@ class Acceptor:
                 for job_id, deadline in conn.reserved.items():
                     if deadline >= now and self.job_shard(job_id) == target:
                         refs.append([wire.REASSERT, 0, conn.id, job_id, deadline])
-        resend = []
-        for rid, (t, req) in sorted(self.inflight.items()):
-            if t == target:
-                resend.append([wire.REF, rid, req[2], req[3], 0, 0] if req[0] == wire.REF else req)
+        resend = [self.resent(req) for _, (t, req) in sorted(self.inflight.items()) if t == target]
         queued = [r for r in self.outq.get(target, []) if r[1] not in self.inflight]
         self.outq[target] = refs + resend + queued
 

@@ -17,8 +17,8 @@ def die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         return
-    if os.getppid() == 1:  # the supervisor died before prctl took effect
-        sys.exit(0)
+    if os.getppid() != int(os.environ.get("SHARDQ_SUPERVISOR_PID", os.getppid())):
+        sys.exit(0)  # the supervisor died before prctl took effect
 
 
 def main(argv: list[str]) -> None:

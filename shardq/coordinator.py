@@ -140,7 +140,9 @@ class Coordinator:
         utime, stime = acc.pop("rusage-utime"), acc.pop("rusage-stime")
         for part in parts:
             for key, value in part[0].items():
-                if key.endswith("-index"):  # binlog file indexes: the largest, not a sum
+                if key == "binlog-oldest-index":  # file indexes: the oldest and newest of all
+                    counts[key] = min(counts.get(key) or value, value)
+                elif key == "binlog-current-index":
                     counts[key] = max(counts.get(key, 0), value)
                 else:
                     counts[key] = counts.get(key, 0) + value
@@ -165,7 +167,11 @@ class Coordinator:
                 "platform": uname.machine,
             }
         )
-        return proto.yaml_map((key, values[key]) for key in STATS_KEYS)
+        keys = STATS_KEYS
+        if "binlog-damaged-records" in values:  # only after a log with damage was replayed
+            at = keys.index("binlog-records-written") + 1
+            keys = (*keys[:at], "binlog-damaged-records", *keys[at:])
+        return proto.yaml_map((key, values[key]) for key in keys)
 
     def serve_forever(self) -> None:
         poller = zmq.Poller()

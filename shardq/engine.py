@@ -473,8 +473,12 @@ class Engine:
             self.wal_out.append(self.full_record(job))
         return b"INSERTED %d\r\n" % job_id
 
-    def delete(self, conn: int, job_id: int, now: int) -> bytes:
+    def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:
+        """`resent`: the acceptor resends a delete of a job the connection held to a shard that
+        restarted; if the job is gone, the first try reached the log before the crash."""
         job = self.jobs.get(job_id)
+        if job is None and resent:
+            return proto.DELETED
         if job is None or job.state == State.OFFERED:
             return proto.NOT_FOUND
         if job.state == State.RESERVED:
@@ -513,7 +517,9 @@ class Engine:
         self._persist(job)
         return proto.RELEASED
 
-    def bury(self, conn: int, job_id: int, pri: int, now: int) -> bytes:
+    def bury(self, conn: int, job_id: int, pri: int, now: int, resent: bool = False) -> bytes:
+        if resent and job_id in self.jobs and self.jobs[job_id].state == State.BURIED:
+            return proto.BURIED  # the first try reached the log before the shard restarted
         job = self._owned_by(job_id, conn)
         if job is None:
             return proto.NOT_FOUND

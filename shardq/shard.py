@@ -56,9 +56,9 @@ def _ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
 HANDLERS: dict[int, Handler] = {
     wire.PUT: lambda e, conn, a, now: [e.put(*a, now)],
     wire.RESERVE_JOB: _conn_now(Engine.reserve_job),
-    wire.DELETE: lambda e, conn, a, now: [e.delete(conn, a[0], now)],
+    wire.DELETE: lambda e, conn, a, now: [e.delete(conn, a[0], now, *a[1:])],
     wire.RELEASE: lambda e, conn, a, now: [e.release(conn, *a, now)],
-    wire.BURY: lambda e, conn, a, now: [e.bury(conn, *a, now)],
+    wire.BURY: lambda e, conn, a, now: [e.bury(conn, a[0], a[1], now, *a[2:])],
     wire.TOUCH: _conn_now(Engine.touch),
     wire.PEEK: _bytes(Engine.peek),
     wire.KICK_JOB: _bytes_now(Engine.kick_job),

@@ -218,6 +218,7 @@ class Supervisor:
 
 
 def serve(config: Config) -> int:
+    os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:
         supervisor = Supervisor(config)
     except LayoutError as e:

@@ -69,8 +69,10 @@ def decode_segment(data: bytes) -> tuple[list[list[Any]], int, int, bool]:
                 continue
             except ValueError:
                 pass
-        nxt = data.find(MAGIC, pos + 1)  # resynchronise on the next record
-        if nxt < 0 or not _valid_at(data, nxt):
+        nxt = data.find(MAGIC, pos + 1)  # resynchronise on the next valid record
+        while nxt >= 0 and not _valid_at(data, nxt):
+            nxt = data.find(MAGIC, nxt + 1)
+        if nxt < 0:
             return records, end, damaged, True
         damaged += 1
         pos = nxt
@@ -112,6 +114,7 @@ class Wal:
         self.records_migrated = 0
         self.damaged = 0
         self.full = False  # the last segment allocation failed: puts are refused
+        self.admitted = 0  # bytes promised to puts of this turn, not yet appended
 
     # ---------------------------------------------------------------- start-up
     def replay(self) -> Iterator[list[Any]]:
@@ -171,21 +174,30 @@ class Wal:
         self._sync_dir()
 
     def admit(self, nbytes: int) -> bool:
-        """May a put of about this many bytes be taken? (False: answer OUT_OF_MEMORY.)"""
-        if self.offset + nbytes + REC_HEAD.size + 64 + HEADROOM <= self.segment_bytes:
-            return True
-        try:
-            self._open_segment()
-        except OSError as e:
-            print(
-                f"wal: cannot allocate a new segment: {e.strerror}; refusing puts", file=sys.stderr
-            )
-            return False
-        return self.offset + nbytes + REC_HEAD.size + 64 + HEADROOM <= self.segment_bytes
+        """May a put of about this many bytes be taken? (False: answer OUT_OF_MEMORY.)
+
+        Puts of one turn are appended together at its end, so each admitted put reserves its
+        room until then; a batch never runs past the preallocated segment.
+        """
+        need = nbytes + REC_HEAD.size + 64
+        if self.offset + self.admitted + need + HEADROOM > self.segment_bytes:
+            if self.admitted:
+                return False  # this turn filled the segment; the next turn opens a new one
+            try:
+                self._open_segment()
+            except OSError as e:
+                why = f"wal: cannot allocate a new segment: {e.strerror}; refusing puts"
+                print(why, file=sys.stderr)
+                return False
+            if self.offset + need + HEADROOM > self.segment_bytes:
+                return False  # larger than a segment can hold
+        self.admitted += need
+        return True
 
     def append(self, records: list[list[Any]]) -> None:
         """Write a batch of records with one write (group commit); sync per policy later."""
         data = b"".join(encode(r) for r in records)
+        self.admitted = 0
         if self.offset + len(data) > self.segment_bytes:
             with contextlib.suppress(OSError):  # else: past the preallocated end, headroom gone
                 self._open_segment()
@@ -246,6 +258,7 @@ class Wal:
             "binlog-current-index": self.index,
             "binlog-records-migrated": self.records_migrated,
             "binlog-records-written": self.records_written,
+            **({"binlog-damaged-records": self.damaged} if self.damaged else {}),
         }
 
     def close(self) -> None:
