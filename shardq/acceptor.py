@@ -147,7 +147,6 @@ class Acceptor:
         for target in endpoints:
             self.socks[target] = self._dealer()
         self.sel = selectors.DefaultSelector()
-        self.sel.register(self.listener, selectors.EVENT_READ, None)
         self.monitors: dict[int, zmq.Socket] = {}
         self.up: dict[int, bool] = {}  # target -> connected now
         self.seen_up: set[int] = set()  # targets that were connected at least once
@@ -178,6 +177,7 @@ class Acceptor:
         self.retry_soon = False
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
         self.blocks_loaded = False
+        self.serving = False  # accepting clients: only once the id-block table is loaded
 
     def _dealer(self) -> zmq.Socket:
         s = self.ctx.socket(zmq.DEALER)
@@ -243,8 +243,13 @@ class Acceptor:
         self.maybe_ready()
 
     def maybe_ready(self) -> None:
-        """Tell the supervisor once every process is reachable and every id routable."""
-        if self.ready_fd >= 0 and self.blocks_loaded and len(self.seen_up) == len(self.socks):
+        """Once every process is reachable and every id routable, start taking connections
+        (until then clients wait in the listen backlog) and tell the supervisor."""
+        if self.serving or not self.blocks_loaded or len(self.seen_up) < len(self.socks):
+            return
+        self.serving = True
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
+        if self.ready_fd >= 0:
             os.write(self.ready_fd, b"ready\n")
             os.close(self.ready_fd)
             self.ready_fd = -1
