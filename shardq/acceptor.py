@@ -39,6 +39,8 @@ from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
 
 RECV_BYTES = 256 * 1024
 COORDINATOR = -1  #: target index for the coordinator in request batches
+POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
+ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 NO_REPLY = frozenset(
     {wire.ACCEPT, wire.DECLINE, wire.DISCONNECT, wire.REASSERT, wire.RESET}
@@ -92,6 +94,7 @@ class Conn:
         "closed",
         "waiting",
         "shards",
+        "wants_write",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -109,6 +112,7 @@ class Conn:
         self.closed = False
         self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
         self.shards: set[int] = set()  # shards that may hold its reservations or waiters
+        self.wants_write = False  # registered for EVENT_WRITE (output the kernel did not take)
 
     def soon_at(self, now: int) -> int | None:
         """When the soonest reserved job enters the DEADLINE_SOON margin (None: no job)."""
@@ -147,6 +151,7 @@ class Acceptor:
         for target in endpoints:
             self.socks[target] = self._dealer()
         self.sel = selectors.DefaultSelector()
+        self.dealers = list(self.socks.values())
         self.monitors: dict[int, zmq.Socket] = {}
         self.up: dict[int, bool] = {}  # target -> connected now
         self.seen_up: set[int] = set()  # targets that were connected at least once
@@ -157,6 +162,7 @@ class Acceptor:
             self.monitors[target] = mon
             self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, target)
             s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
+        self.zsocks = self.dealers + list(self.monitors.values())  # checked before each wait
         self.conns: dict[int, Conn] = {}
         self.next_conn = time.time_ns() // 1000  # unique across acceptor restarts
         self.next_rid = 1
@@ -327,8 +333,10 @@ class Acceptor:
             self.close(conn)
             return
         del conn.out[:sent]
-        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
-        self.sel.modify(conn.sock, mask, conn)
+        if bool(conn.out) != conn.wants_write:  # epoll_ctl only when the interest changes
+            conn.wants_write = bool(conn.out)
+            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
+            self.sel.modify(conn.sock, mask, conn)
 
     # ----------------------------------------------------------------- connections
     def accept(self) -> None:
@@ -667,15 +675,15 @@ class Acceptor:
             timeout = max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS)
         if self.retry_soon:
             timeout = RETRY_S if timeout is None else min(timeout, RETRY_S)
-        if any(s.getsockopt(zmq.EVENTS) & zmq.POLLIN for s in self.socks.values()) or any(
-            m.getsockopt(zmq.EVENTS) & zmq.POLLIN for m in self.monitors.values()
-        ):
+        # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
+        # by asking the socket, so ask before sleeping.
+        if any(s.getsockopt(ZMQ_EVENTS) & POLLIN for s in self.zsocks):
             timeout = 0
         for key, mask in self.sel.select(timeout):
             data = key.data
             if data is None:
                 self.accept()
-            elif isinstance(data, Conn):
+            elif type(data) is Conn:
                 if mask & selectors.EVENT_WRITE:
                     self.write(data)
                 if mask & selectors.EVENT_READ and not data.closed:
@@ -687,10 +695,10 @@ class Acceptor:
 
     def drain_zmq(self) -> None:
         for target, mon in self.monitors.items():
-            while mon.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            while mon.getsockopt(ZMQ_EVENTS) & POLLIN:
                 self.on_monitor(target, recv_monitor_message(mon)["event"])
-        for s in self.socks.values():
-            while s.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        for s in self.dealers:
+            while s.getsockopt(ZMQ_EVENTS) & POLLIN:
                 self.on_replies(wire.unpack(s.recv()))
 
     def serve_forever(self) -> None:
