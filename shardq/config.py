@@ -48,7 +48,9 @@ MAX_SHARDS = 64
 
 
 def _default_shards() -> int:
-    return max(1, min(os.cpu_count() or 1, MAX_SHARDS))
+    """Half the cores: measured on 2 cores, one shard beats two or four (the acceptor is the
+    bottleneck and more shards only add cross-shard hops); see docs/BENCHMARKS.md."""
+    return max(1, min((os.cpu_count() or 1) // 2, MAX_SHARDS))
 
 
 def _default_server_id() -> str:

@@ -28,7 +28,7 @@ def test_defaults_without_file_or_flags():
     config = load_config(None, {})
     assert config == Config()
     assert (config.listen, config.port, config.max_job_size) == ("127.0.0.1", 11300, 65535)
-    assert config.shards == max(1, min(os.cpu_count() or 1, 64))
+    assert config.shards == max(1, min((os.cpu_count() or 1) // 2, 64))
     assert (config.verbose, config.run_dir, config.wal_dir) == (0, None, None)
     assert (config.fsync_ms, config.segment_bytes) == (50, 10485760)
     assert config.server_id
