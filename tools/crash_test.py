@@ -72,25 +72,24 @@ def _stat_fields(pid: int) -> list[str] | None:
     return stat[stat.rindex(b")") + 2 :].decode().split()
 
 
-def children_of(pid: int) -> list[int]:
-    """Live direct children of ``pid`` (scans /proc: task/*/children is not everywhere)."""
+def _live_where(field: int, value: int) -> list[int]:
+    """Live processes whose /proc stat field (1: parent pid, 2: process group) is ``value``."""
     out = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             fields = _stat_fields(int(name))
-            if fields and fields[0] not in "ZX" and int(fields[1]) == pid:
+            if fields and fields[0] not in "ZX" and int(fields[field]) == value:
                 out.append(int(name))
     return out
+
+
+def children_of(pid: int) -> list[int]:
+    """Live direct children of ``pid`` (scans /proc: task/*/children is not everywhere)."""
+    return _live_where(1, pid)
 
 
 def group_members(pgid: int) -> list[int]:
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat_fields(int(name))
-            if fields and fields[0] not in "ZX" and int(fields[2]) == pgid:
-                out.append(int(name))
-    return out
+    return _live_where(2, pgid)
 
 
 def cmdline(pid: int) -> list[str]:
