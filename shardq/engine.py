@@ -504,8 +504,8 @@ class Engine:
         self._unreserve(job)
         job.pri = pri
         job.releases += 1
-        self._note(now, "release", job)
         job.delay = delay * NS
+        self._note(now, "release", job)  # the event carries the release's own delay
         if delay > 0:
             job.move("release-delayed")
             self._delay(job, job.delay, now)
