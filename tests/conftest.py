@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import selectors
 import shutil
 import signal
 import socket
@@ -32,7 +31,7 @@ REPO_ROOT = TESTS_DIR.parent
 if str(TESTS_DIR) not in sys.path:  # make `import helpers` work from every test package
     sys.path.insert(0, str(TESTS_DIR))
 
-from helpers import selftest_mode  # noqa: E402
+from helpers import drain_stream, read_line, selftest_mode  # noqa: E402
 
 BEANSTALKD_HINT = "beanstalkd 1.12 is required under CI: apt-get install -y beanstalkd"
 #: Seconds to wait for shardq's "listening" line.
@@ -121,36 +120,6 @@ def _start_beanstalkd(procs: list[subprocess.Popen[bytes]]) -> int:
     raise RuntimeError(f"could not start beanstalkd on a free port: {last_error}")
 
 
-def _drain(stream) -> None:  # keep the server from blocking on a full stdout pipe
-    try:
-        while stream.read(65536):
-            pass
-    except (OSError, ValueError):
-        pass
-
-
-def _read_listen_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
-    """Read one line from the server's stdout, waiting at most ``timeout`` s."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    sel = selectors.DefaultSelector()
-    sel.register(fd, selectors.EVENT_READ)
-    data = b""
-    deadline = time.monotonic() + timeout
-    try:
-        while b"\n" not in data:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not sel.select(remaining):
-                break
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        sel.close()
-    return data
-
-
 def _start_shardq(shards: int, procs: list[subprocess.Popen[bytes]]) -> int:
     if selftest_mode():
         return _start_beanstalkd(procs)
@@ -166,7 +135,7 @@ def _start_shardq(shards: int, procs: list[subprocess.Popen[bytes]]) -> int:
             start_new_session=True,
         )
         procs.append(proc)
-        data = _read_listen_line(proc, SHARDQ_START_TIMEOUT)
+        data = read_line(proc, SHARDQ_START_TIMEOUT)
         match = _LISTENING.match(data.partition(b"\n")[0] + b"\n")
         if match is None:
             if proc.poll() is None:
@@ -181,7 +150,7 @@ def _start_shardq(shards: int, procs: list[subprocess.Popen[bytes]]) -> int:
                 f"within {SHARDQ_START_TIMEOUT} s (exit status {proc.poll()}); "
                 f"stdout: {data[:500]!r}\nstderr:\n{stderr[-4000:]}"
             )
-    threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
+    threading.Thread(target=drain_stream, args=(proc.stdout,), daemon=True).start()
     return int(match.group(1))
 
 

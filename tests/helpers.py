@@ -13,7 +13,9 @@ from __future__ import annotations
 import os
 import re
 import select
+import selectors
 import socket
+import subprocess
 import time
 import weakref
 from collections.abc import Callable
@@ -163,3 +165,31 @@ def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: floa
         if time.monotonic() >= deadline:
             raise TimeoutError(f"condition {fn!r} not met within {timeout} s")
         time.sleep(interval)
+
+
+def read_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
+    """One line of a server's stdout (its "listening" line), waiting at most ``timeout`` s."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not sel.select(remaining):
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def drain_stream(stream) -> None:  # noqa: ANN001 - a binary file object
+    """Read a server's stdout to the end so it never blocks on a full pipe."""
+    try:
+        while stream.read(65536):
+            pass
+    except (OSError, ValueError):
+        pass

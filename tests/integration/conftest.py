@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import drain_stream, read_line
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Seconds to wait for the "listening" line.
@@ -157,32 +157,6 @@ class Server:
         return found
 
 
-def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    data = b""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while b"\n" not in data:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not sel.select(remaining):
-                break
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            data += chunk
-    return data
-
-
-def _drain(stream) -> None:
-    try:
-        while stream.read(65536):
-            pass
-    except (OSError, ValueError):
-        pass
-
-
 def _kill_leftovers(server: Server) -> None:
     """SIGKILL, by pid, whatever this server left running (never a broad match)."""
     if server.proc.poll() is None:
@@ -225,7 +199,7 @@ def shardq_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
 
     def start(shards: int = 1, extra: tuple[str, ...] = ()) -> Server:
         proc, run_dir, tmp_dir, stderr_path = launch(tmp_path, shards, extra)
-        data = _read_line(proc, START_TIMEOUT)
+        data = read_line(proc, START_TIMEOUT)
         match = _LISTENING.match(data.partition(b"\n")[0] + b"\n")
         server = Server(proc, 0, run_dir, tmp_dir, stderr_path, shards)
         servers.append(server)
@@ -236,7 +210,7 @@ def shardq_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
                 f"(exit {proc.poll()}); stdout {data[:300]!r}\nstderr:\n{server.stderr()[-3000:]}"
             )
         server.port = int(match.group(1))
-        threading.Thread(target=_drain, args=(proc.stdout,), daemon=True).start()
+        threading.Thread(target=drain_stream, args=(proc.stdout,), daemon=True).start()
         return server
 
     yield start
