@@ -32,7 +32,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from shardq import commands as c
-from shardq import proto, wire
+from shardq import lifeline, proto, wire
 from shardq.engine import CANCELLED, OFFER, RESERVED, SAFETY_MARGIN, WAITING
 from shardq.job import NS
 from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
@@ -95,6 +95,10 @@ class Conn:
         "waiting",
         "shards",
         "wants_write",
+        "piped",
+        "pipe_target",
+        "held",
+        "pumping",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -105,6 +109,10 @@ class Conn:
         self.use = "default"
         self.watch = ["default"]
         self.busy = False  # a command is in flight; the next one waits
+        self.piped = 0  # pipelined commands in flight to `pipe_target` (busy stays False)
+        self.pipe_target = 0
+        self.held: c.Command | None = None  # parsed, waiting for the pipelined ones to finish
+        self.pumping = False  # inside pump(): replies must not start another pump (recursion)
         self.reserved: dict[int, int] = {}  # job id -> TTR deadline, as far as we know
         self.producer = False
         self.worker = False
@@ -212,8 +220,40 @@ class Acceptor:
         self.outq.setdefault(target, []).append(req)
 
     def call(self, conn: Conn, target: int, op: int, args: list[Any], done: Done) -> None:
+        """Send a command for a connection. A plain request/reply op to a shard is pipelined:
+        the connection may send more to the same shard before the answer, since that shard
+        answers in order; anything else makes the connection wait for its answer."""
+        if op in PIPELINED:
+            conn.piped += 1
+            conn.pipe_target = target
+
+            def piped_done(k: Conn, payload: list[Any]) -> None:
+                k.piped -= 1
+                done(k, payload)
+
+            self.request(target, op, conn, args, piped_done)
+            return
         conn.busy = True
         self.request(target, op, conn, args, done)
+
+    def joins_pipe(self, conn: Conn, cmd: c.Command) -> bool:
+        """Would this command go, pipelined, to the shard the connection's pipeline uses?"""
+        kind = type(cmd)
+        if kind is c.Put:
+            shard = self.shard_of(conn.use)
+            return (
+                cmd.error is None
+                and not self.draining
+                and bool(self.id_range.get(shard))
+                and (shard == conn.pipe_target)
+            )
+        if kind in BY_ID:
+            return self.job_shard(cmd.id) == conn.pipe_target
+        if kind in BY_USED_TUBE:
+            return self.shard_of(conn.use) == conn.pipe_target
+        if kind is c.StatsTube or kind is c.PauseTube:
+            return self.shard_of(cmd.tube) == conn.pipe_target
+        return False
 
     def flush_requests(self) -> None:
         self.retry_soon = False
@@ -315,7 +355,8 @@ class Acceptor:
         conn.busy = False
         conn.out += data
         self.dirty.add(conn)
-        self.pump(conn)
+        if not conn.pumping:  # a reply given inside pump(): its loop goes on by itself
+            self.pump(conn)
 
     def flush_output(self) -> None:
         for conn in list(self.dirty):
@@ -377,7 +418,7 @@ class Acceptor:
                 conn.waiting = None
                 conn.out += proto.TIMED_OUT
                 conn.busy = False
-            if not conn.busy:
+            if not conn.busy and not conn.piped and conn.held is None:
                 self.write(conn)
                 self.close(conn)
             return
@@ -385,15 +426,25 @@ class Acceptor:
         self.pump(conn)
 
     def pump(self, conn: Conn) -> None:
-        """Run the connection's buffered commands until one must wait for a reply."""
-        while not conn.busy and not conn.closed:
-            cmd = conn.parser.next_command()
-            if cmd is None:
-                if conn.eof:
-                    self.write(conn)
-                    self.close(conn)
-                return
-            self.dispatch(conn, cmd)
+        """Run the connection's buffered commands until one must wait for a reply. Replies
+        stay in order: a command joins a pipeline only if its answer comes from the same
+        shard; any other waits (held) until the pipeline has drained."""
+        conn.pumping = True
+        try:
+            while not conn.busy and not conn.closed:
+                cmd = conn.held or conn.parser.next_command()
+                if cmd is None:
+                    if conn.eof and not conn.piped:
+                        self.write(conn)
+                        self.close(conn)
+                    return
+                if conn.piped and not self.joins_pipe(conn, cmd):
+                    conn.held = cmd
+                    return
+                conn.held = None
+                self.dispatch(conn, cmd)
+        finally:
+            conn.pumping = False
 
     def close(self, conn: Conn) -> None:
         if conn.closed:
@@ -480,9 +531,10 @@ class Acceptor:
             return
         conn.producer = True
         shard = self.shard_of(conn.use)
-        conn.busy = True
+        conn.busy = True  # until the id is there (a block may have to be leased first)
 
         def with_id(job_id: int) -> None:
+            conn.busy = False
             if cmd.error is not None:
                 self.reply(conn, cmd.error)
             elif self.draining:
@@ -670,11 +722,11 @@ class Acceptor:
 
     # ----------------------------------------------------------------- loop
     def turn(self) -> None:
-        timeout = None
+        timeout = lifeline.CHECK_EVERY_S
         if self.timers:
-            timeout = max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS)
+            timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
         if self.retry_soon:
-            timeout = RETRY_S if timeout is None else min(timeout, RETRY_S)
+            timeout = min(timeout, RETRY_S)
         # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
         # by asking the socket, so ask before sleeping.
         if any(s.getsockopt(ZMQ_EVENTS) & POLLIN for s in self.zsocks):
@@ -703,8 +755,31 @@ class Acceptor:
 
     def serve_forever(self) -> None:
         while True:
+            lifeline.check()
             self.turn()
 
+
+#: shard ops answered at once and in order: a connection may pipeline them
+PIPELINED = frozenset(
+    {
+        wire.PUT,
+        wire.DELETE,
+        wire.RELEASE,
+        wire.BURY,
+        wire.TOUCH,
+        wire.PEEK,
+        wire.KICK_JOB,
+        wire.STATS_JOB,
+        wire.PEEK_READY,
+        wire.PEEK_DELAYED,
+        wire.PEEK_BURIED,
+        wire.KICK,
+        wire.STATS_TUBE,
+        wire.PAUSE_TUBE,
+    }
+)
+BY_ID = (c.Delete, c.Release, c.Bury, c.Touch, c.Peek, c.KickJob, c.StatsJob)
+BY_USED_TUBE = (c.PeekReady, c.PeekDelayed, c.PeekBuried, c.Kick)
 
 HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
     c.Put: Acceptor.do_put,

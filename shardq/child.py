@@ -6,6 +6,7 @@ import ctypes
 import os
 import signal
 import sys
+import traceback
 
 PR_SET_PDEATHSIG = 1
 
@@ -49,5 +50,25 @@ def main(argv: list[str]) -> None:
         raise SystemExit(f"unknown role {role!r}")
 
 
+def run_and_exit(argv: list[str]) -> None:
+    """Run a role, then leave with os._exit: each role has already closed its sockets and
+    synced its log in its own `finally`, and interpreter shutdown (ZeroMQ's context
+    termination among it) must not be able to keep a stopped process alive."""
+    code = 0
+    try:
+        main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_and_exit(sys.argv[1:])

@@ -21,7 +21,7 @@ from typing import Any
 
 import zmq
 
-from shardq import __version__, proto, wire
+from shardq import __version__, lifeline, proto, wire
 
 RESEND_AFTER_S = 1.0  #: a fan-out still unanswered after this long is asked again
 
@@ -180,6 +180,7 @@ class Coordinator:
             poller.register(s, zmq.POLLIN)
         index_of = {s: i for i, s in enumerate(self.shards)}
         while True:
+            lifeline.check()
             self.resend_stale()
             for sock, _ in poller.poll(RESEND_AFTER_S * 1000):
                 while True:

@@ -18,14 +18,14 @@ from typing import Any
 
 import zmq
 
-from shardq import proto, wire
+from shardq import lifeline, proto, wire
 from shardq.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.events import EventLog
 from shardq.routing import tube_shard
 from shardq.wal import Wal
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
-MAX_SLEEP_MS = 60_000  #: poll at least this often (poll takes a C int of milliseconds)
+MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
 Handler = Callable[[Engine, int, list[Any], int], Any]
 
@@ -195,12 +195,13 @@ class ShardServer:
 
     def serve_forever(self) -> None:
         while True:
+            lifeline.check()
             wake = self.engine.next_wakeup()
             due = self.wal.sync_due(time.monotonic()) if self.wal is not None else None
             if due is not None:
                 sync_at = time.monotonic_ns() + max(0, int((due - time.monotonic()) * 1e9))
                 wake = sync_at if wake is None else min(wake, sync_at)
-            timeout = None
+            timeout = MAX_SLEEP_MS
             if wake is not None:
                 timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
             self.turn(timeout)

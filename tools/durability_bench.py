@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 PY = sys.executable
@@ -75,18 +76,27 @@ def du(path: str) -> int:
     return total
 
 
-def churn(port: int, total: int, alive: int) -> None:
-    """Keep `alive` jobs in the server while `total` others are put and deleted."""
+def churn(port: int, total: int, alive: int, connections: int = 8) -> None:
+    """Keep `alive` jobs in the server while `total` others are put and deleted, in batches
+    of 100 pipelined puts then their 100 deletes, over several connections at once."""
     with socket.create_connection(("127.0.0.1", port)) as s:
         f = s.makefile("rb")
-
-        def ask(data: bytes) -> bytes:
-            s.sendall(data)
-            return f.readline()
-
+        s.sendall((b"put 0 0 60 100\r\n" + b"k" * 100 + b"\r\n") * alive)
         for _ in range(alive):
-            ask(b"put 0 0 60 100\r\n" + b"k" * 100 + b"\r\n")
-        batch = 100
+            f.readline()
+    threads = [
+        threading.Thread(target=_churn_one, args=(port, total // connections))
+        for _ in range(connections)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _churn_one(port: int, total: int, batch: int = 100) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        f = s.makefile("rb")
         for _ in range(total // batch):
             s.sendall((b"put 0 0 60 100\r\n" + b"c" * 100 + b"\r\n") * batch)
             ids = [f.readline().split()[1] for _ in range(batch)]
@@ -99,10 +109,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--churn", type=int, default=200_000)
+    ap.add_argument("--churn", type=int, default=1_000_000)
+    ap.add_argument("--skip-load", action="store_true", help="only the churn / disk-use part")
     ap.add_argument("--alive", type=int, default=1000)
     args = ap.parse_args()
-    for label, fsync in POLICIES.items():
+    for label, fsync in ({} if args.skip_load else POLICIES).items():
         rates: dict[str, list[float]] = {name: [] for name in SERVERS}
         for _ in range(args.rounds):
             for name, template in SERVERS.items():
