@@ -567,7 +567,7 @@ class Engine:
         if job is None or not job.can("kick"):
             return proto.NOT_FOUND
         self._kick_one(job, now)
-        return b"KICKED\r\n"
+        return proto.KICKED
 
     def peek(self, job_id: int) -> bytes:
         job = self.jobs.get(job_id)
