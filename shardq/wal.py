@@ -181,16 +181,17 @@ class Wal:
         """
         need = nbytes + REC_HEAD.size + 64
         if self.offset + self.admitted + need + HEADROOM > self.segment_bytes:
-            if self.admitted:
-                return False  # this turn filled the segment; the next turn opens a new one
+            # Nothing of this turn is written yet (it is appended at the turn's end), so the
+            # whole turn can move to a new segment, allocated now while a put can still be
+            # refused.
             try:
                 self._open_segment()
             except OSError as e:
                 why = f"wal: cannot allocate a new segment: {e.strerror}; refusing puts"
                 print(why, file=sys.stderr)
                 return False
-            if self.offset + need + HEADROOM > self.segment_bytes:
-                return False  # larger than a segment can hold
+            if self.offset + self.admitted + need + HEADROOM > self.segment_bytes:
+                return False  # more than a segment holds in one turn: the client retries
         self.admitted += need
         return True
 
