@@ -6,6 +6,11 @@ command is parsed only once the reply to the current one is written, so replies 
 always in order. Requests produced in one turn of the loop go to each shard as one
 message, and the shard answers them with one message.
 
+The acceptor may *host* a shard (`hosted`): that shard's ShardCore runs in this process,
+so commands for its tubes are applied in the same turn with no ZeroMQ hop; its ROUTER
+socket still answers the coordinator. Its log is committed before any output of the turn
+leaves, so a reply is never sent for a change the log does not hold.
+
 A reserve whose watched tubes all live on one shard goes to that shard, which keeps the
 waiter, its timeout and its DEADLINE_SOON. A reserve that spans shards is run here: each
 shard is asked to *offer* a job; the acceptor accepts the best (priority, put order) one,
@@ -36,12 +41,14 @@ from shardq import lifeline, proto, wire
 from shardq.engine import CANCELLED, OFFER, RESERVED, SAFETY_MARGIN, WAITING
 from shardq.job import NS
 from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
+from shardq.shard import ShardCore, ShardServer
 
 RECV_BYTES = 256 * 1024
 COORDINATOR = -1  #: target index for the coordinator in request batches
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
+LOCAL = b""  #: the peer identity of the acceptor's own requests to its hosted shard
 NO_REPLY = frozenset(
     {wire.ACCEPT, wire.DECLINE, wire.DISCONNECT, wire.REASSERT, wire.RESET}
 )  #: fire-and-forget ops
@@ -99,6 +106,7 @@ class Conn:
         "pipe_target",
         "held",
         "pumping",
+        "closing",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -113,6 +121,7 @@ class Conn:
         self.pipe_target = 0
         self.held: c.Command | None = None  # parsed, waiting for the pipelined ones to finish
         self.pumping = False  # inside pump(): replies must not start another pump (recursion)
+        self.closing = False  # quit or EOF: close once this turn's output is written
         self.reserved: dict[int, int] = {}  # job id -> TTR deadline, as far as we know
         self.producer = False
         self.worker = False
@@ -147,7 +156,14 @@ class CrossReserve:
 
 
 class Acceptor:
-    def __init__(self, listen_fd: int, run_dir: str, shards: int, max_job_size: int) -> None:
+    def __init__(
+        self,
+        listen_fd: int,
+        run_dir: str,
+        shards: int,
+        max_job_size: int,
+        hosted: ShardCore | None = None,
+    ) -> None:
         self.listener = socket.socket(fileno=listen_fd)
         self.listener.setblocking(False)
         self.shard_count = shards
@@ -156,9 +172,16 @@ class Acceptor:
         self.socks: dict[int, zmq.Socket] = {}
         endpoints = {i: f"ipc://{run_dir}/shard-{i}" for i in range(shards)}
         endpoints[COORDINATOR] = f"ipc://{run_dir}/coordinator"
+        self.sel = selectors.DefaultSelector()
+        self.hosted: ShardServer | None = None
+        self.hosted_index = -2  # no shard index
+        self.hosted_out: dict[bytes, list[Any]] = {}  # peer -> replies of the hosted shard
+        if hosted is not None:
+            self.hosted_index = hosted.index
+            self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
+            self.sel.register(self.hosted.sock.getsockopt(zmq.FD), selectors.EVENT_READ, -3)
         for target in endpoints:
             self.socks[target] = self._dealer()
-        self.sel = selectors.DefaultSelector()
         self.dealers = list(self.socks.values())
         self.monitors: dict[int, zmq.Socket] = {}
         self.up: dict[int, bool] = {}  # target -> connected now
@@ -171,6 +194,8 @@ class Acceptor:
             self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, target)
             s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
         self.zsocks = self.dealers + list(self.monitors.values())  # checked before each wait
+        if self.hosted is not None:
+            self.zsocks.append(self.hosted.sock)
         self.conns: dict[int, Conn] = {}
         self.next_conn = time.time_ns() // 1000  # unique across acceptor restarts
         self.next_rid = 1
@@ -361,7 +386,14 @@ class Acceptor:
     def flush_output(self) -> None:
         for conn in list(self.dirty):
             self.write(conn)
+            if conn.closing:
+                self.close(conn)
         self.dirty.clear()
+
+    def finish(self, conn: Conn) -> None:
+        """Close the connection once this turn's output (committed to the log) is written."""
+        conn.closing = True
+        self.dirty.add(conn)
 
     def write(self, conn: Conn) -> None:
         if conn.closed or not conn.out:
@@ -419,8 +451,7 @@ class Acceptor:
                 conn.out += proto.TIMED_OUT
                 conn.busy = False
             if not conn.busy and not conn.piped and conn.held is None:
-                self.write(conn)
-                self.close(conn)
+                self.finish(conn)
             return
         conn.parser.feed(data)
         self.pump(conn)
@@ -431,12 +462,11 @@ class Acceptor:
         shard; any other waits (held) until the pipeline has drained."""
         conn.pumping = True
         try:
-            while not conn.busy and not conn.closed:
+            while not conn.busy and not conn.closing and not conn.closed:
                 cmd = conn.held or conn.parser.next_command()
                 if cmd is None:
                     if conn.eof and not conn.piped:
-                        self.write(conn)
-                        self.close(conn)
+                        self.finish(conn)
                     return
                 if conn.piped and not self.joins_pipe(conn, cmd):
                     conn.held = cmd
@@ -584,8 +614,7 @@ class Acceptor:
 
     def quit(self, conn: Conn) -> None:
         """`quit` has no reply; whatever the client pipelined after it is dropped."""
-        self.write(conn)
-        self.close(conn)
+        self.finish(conn)
 
     def do_reserve(self, conn: Conn, timeout: int | None) -> None:
         conn.worker = True
@@ -706,6 +735,9 @@ class Acceptor:
 
     def do_stats(self, conn: Conn, cmd: c.Stats) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
+        utime, stime = usage.ru_utime, usage.ru_stime
+        if self.hosted is not None:
+            utime = stime = 0.0  # the hosted shard's COUNTS already report this process
         fields = {
             **self.stats,
             "max-job-size": self.max_job_size,
@@ -715,8 +747,8 @@ class Acceptor:
             "current-waiting": sum(k.waiting is not None for k in self.conns.values()),
             "total-connections": self.total_connections,
             "draining": self.draining,
-            "rusage-utime": usage.ru_utime,
-            "rusage-stime": usage.ru_stime,
+            "rusage-utime": utime,
+            "rusage-stime": stime,
         }
         self.forward(conn, COORDINATOR, wire.STATS, [fields])
 
@@ -727,6 +759,12 @@ class Acceptor:
             timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
         if self.retry_soon:
             timeout = min(timeout, RETRY_S)
+        if self.hosted is not None:
+            wake = self.hosted.core.next_wakeup()
+            if wake is not None:
+                timeout = min(timeout, max(0.0, (wake - time.monotonic_ns()) / NS))
+            if self.outq.get(self.hosted_index):
+                timeout = 0  # a connection closed last turn: its jobs go back at once
         # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
         # by asking the socket, so ask before sleeping.
         if any(s.getsockopt(ZMQ_EVENTS) & POLLIN for s in self.zsocks):
@@ -742,8 +780,44 @@ class Acceptor:
                     self.read(data)
         self.drain_zmq()
         self.run_timers(time.monotonic_ns())
+        if self.hosted is not None:
+            self.run_hosted(self.hosted)
         self.flush_requests()
         self.flush_output()
+
+    def run_hosted(self, server: ShardServer) -> None:
+        """Apply the requests for the hosted shard, and whatever their answers lead to, until
+        nothing is left; commit its log; only then may this turn's replies go out."""
+        core, index, out = server.core, self.hosted_index, self.hosted_out
+        now = time.monotonic_ns()
+        core.engine.tick(now)  # timers first, as a shard process does
+        if server.sock.getsockopt(ZMQ_EVENTS) & POLLIN:
+            server.take_messages(now, out)  # the coordinator, another acceptor
+        while True:
+            batch = self.outq.get(index)
+            if batch:
+                self.outq[index] = []
+                handle = core.handle
+                replies = []
+                for req in batch:
+                    reply = handle(LOCAL, req, now)
+                    if reply is not None:
+                        replies.append(reply)
+                self.on_replies(replies)  # may run more commands for the hosted shard
+                continue
+            events = core.take_events(now)
+            if not events:
+                break
+            for peer, reply in events:
+                if peer == LOCAL:
+                    self.on_replies([reply])
+                else:
+                    out.setdefault(peer, []).append(reply)
+            now = time.monotonic_ns()
+        core.commit()
+        if out:
+            server.send_replies(out)
+            out.clear()
 
     def drain_zmq(self) -> None:
         for target, mon in self.monitors.items():
@@ -815,11 +889,17 @@ HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
 
 
 def main(
-    listen_fd: int, run_dir: str, shards: int, max_job_size: int, ready_fd: int, draining: bool
+    listen_fd: int,
+    run_dir: str,
+    shards: int,
+    max_job_size: int,
+    ready_fd: int,
+    draining: bool,
+    hosted: ShardCore | None = None,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size)
+    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size, hosted)
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
 
@@ -834,3 +914,6 @@ def main(
         for s in acceptor.socks.values():
             s.close(0)
         acceptor.listener.close()
+        if acceptor.hosted is not None:
+            acceptor.hosted.sock.close(0)
+            acceptor.hosted.core.close()

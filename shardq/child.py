@@ -37,7 +37,12 @@ def main(argv: list[str]) -> None:
         run(args[0], args[1], int(args[2]), int(args[3]))
     elif role == "acceptor":
         from shardq.acceptor import main as run
+        from shardq.shard import open_core
 
+        rest = [a for a in args[5:] if a != "--draining"]
+        hosted = None
+        if rest[:1] == ["--host"]:  # --host INDEX EVENTS_DIR SERVER_ID [WAL_DIR SEGMENT FSYNC]
+            hosted = open_core(int(rest[1]), int(args[2]), rest[2], rest[3], rest[4:])
         run(
             int(args[0]),
             args[1],
@@ -45,6 +50,7 @@ def main(argv: list[str]) -> None:
             int(args[3]),
             int(args[4]),
             "--draining" in args[5:],
+            hosted,
         )
     else:
         raise SystemExit(f"unknown role {role!r}")

@@ -38,6 +38,7 @@ FLAGS = {
     "shards": "--shards",
     "run_dir": "--run-dir",
     "events_dir": "--events",
+    "colocate": "--no-colocate",
 }
 
 app = typer.Typer(
@@ -129,7 +130,7 @@ def serve(
         str | None, typer.Option("-s", metavar="BYTES", help="WAL segment size [10485760].")
     ] = None,
     shards: Annotated[
-        str | None, typer.Option("--shards", metavar="N", help="Shard processes [cores].")
+        str | None, typer.Option("--shards", metavar="N", help="Shards [half the cores].")
     ] = None,
     config_file: Annotated[
         Path | None,
@@ -144,6 +145,12 @@ def serve(
         str | None,
         typer.Option("--events", metavar="DIR", help="Write job events here [off]."),
     ] = None,
+    no_colocate: Annotated[
+        bool,
+        typer.Option(
+            "--no-colocate", help="Run shard 0 in its own process, not inside the acceptor."
+        ),
+    ] = False,
     version: VersionOption = False,
 ) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
@@ -161,6 +168,8 @@ def serve(
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:
         overrides["verbose"] = verbose
+    if no_colocate:
+        overrides["colocate"] = False
     try:
         if no_fsync:
             if fsync_ms is not None:

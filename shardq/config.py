@@ -17,7 +17,8 @@ YAML layout::
     listen: 127.0.0.1
     port: 11300
     max_job_size: 65535
-    shards: 4              # omitted -> number of cores
+    shards: 4              # omitted -> half the cores
+    colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
     verbose: 0
     run_dir: null          # null -> a fresh temporary directory
     server: myhost         # omitted -> hostname
@@ -70,6 +71,7 @@ class Config:
     fsync_ms: int | None = 50  # -f MS; 0 = fsync every write, None (-F) = never fsync
     segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
     events_dir: str | None = None  # --events DIR; job event log for `shardq analyze`; None = off
+    colocate: bool = True  # --no-colocate; the acceptor hosts shard 0 (see docs/ARCHITECTURE.md)
 
 
 class ConfigError(Exception):
@@ -107,6 +109,12 @@ def _word(where: str, value: Any) -> str:
     if not isinstance(value, str) or not value or any(c.isspace() for c in value):
         raise ConfigError(where, f"must be a non-empty string without spaces, got {value!r}")
     return value
+
+
+def _bool(where: str, value: Any, from_flag: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise ConfigError(where, f"must be true or false, got {value!r}")
 
 
 def _path(where: str, value: Any) -> str | None:
@@ -161,6 +169,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "fsync_ms": ("wal.fsync", _fsync),
     "segment_bytes": ("wal.segment_bytes", lambda w, v, f: _int(w, v, 1, None, f)),
     "events_dir": ("events.dir", lambda w, v, f: _path(w, v)),
+    "colocate": ("colocate", _bool),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
 SECTIONS = ("wal", "events")

@@ -1,4 +1,10 @@
-"""The shard process: a ZeroMQ ROUTER loop around one Engine.
+"""A shard: one Engine with its write-ahead log and event log, and the ROUTER loop around it.
+
+`ShardCore` is the shard without a socket: it applies requests (wire.py's shapes) to the
+engine, remembers which peer waits for which reserve, commits the log once per turn and
+knows when it next has to wake up. Two shells drive it: `ShardServer`, the ZeroMQ ROUTER
+loop of a shard process, and the acceptor, which can host a shard in its own process so
+that commands for that shard's tubes take no hop (acceptor.py).
 
 Each message is a batch of requests from the acceptor or the coordinator; the replies
 to one batch, plus whatever the engine has to say on its own (a waiter served, a
@@ -12,7 +18,6 @@ import resource
 import signal
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -80,13 +85,12 @@ HANDLERS: dict[int, Handler] = {
 }
 
 
-class ShardServer:
-    """Owns the socket and the engine; knows which peer waits for which reserve."""
+class ShardCore:
+    """The engine of one shard with its logs; knows which peer waits for which reserve."""
 
     def __init__(
         self,
         index: int,
-        endpoint: str,
         owns_default: bool,
         events: EventLog | None = None,
         wal: Wal | None = None,
@@ -99,10 +103,6 @@ class ShardServer:
         self.wal = wal
         if wal is not None:
             self.recover(wal)
-        self.ctx = zmq.Context.instance()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.linger = 0
-        self.sock.bind(endpoint)
         self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
 
     def recover(self, wal: Wal) -> None:
@@ -119,88 +119,148 @@ class ShardServer:
             file=sys.stderr,
         )
 
-    def handle(self, peer: bytes, req: list[Any], now: int, out: dict[bytes, list]) -> None:
+    def handle(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
+        """Apply one request; its reply ``[rid, *payload]``, or None (none, or later)."""
+        try:
+            payload = self.apply(peer, req, now)
+        except Exception as e:  # one bad request must not take the shard down
+            print(f"shard {self.index}: {req[:2]!r} failed: {e!r}", file=sys.stderr)
+            if req[0] in (wire.RESERVE, wire.RESERVE_JOB):
+                return [req[1], FINAL, proto.INTERNAL_ERROR]
+            return [req[1], proto.INTERNAL_ERROR, 0]
+        return None if payload is None else [req[1], *payload]
+
+    def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
         if op == wire.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
-            out[peer].append([rid, proto.OUT_OF_MEMORY])  # no room to log it: not taken
-            return
+            return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
         if op == wire.RESERVE:
             tubes, timeout_at, soon_at, offer = args
             payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
             if payload is None or payload[0] == WAITING:  #: answered later as an event
                 self.waiting_peer[rid] = peer
-        elif op == wire.CANCEL:
+            return payload
+        if op == wire.CANCEL:
             self.engine.cancel(rid)
             self.waiting_peer.pop(rid, None)
-            payload = [CANCELLED]  # no offer for this rid can follow
-        else:
-            payload = HANDLERS[op](self.engine, conn, args, now)
-        if payload is not None:
-            out[peer].append([rid, *payload])
+            return [CANCELLED]  # no offer for this rid can follow
+        return HANDLERS[op](self.engine, conn, args, now)
 
-    def turn(self, timeout_ms: int | None) -> None:
-        out: dict[bytes, list] = defaultdict(list)
-        if self.sock.poll(timeout_ms):
-            now = time.monotonic_ns()
-            self.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
-            for _ in range(MAX_MESSAGES_PER_TURN):
-                try:
-                    peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                try:
-                    batch = wire.unpack(data)
-                except ValueError:
-                    print(f"shard {self.index}: dropped a malformed message", file=sys.stderr)
-                    continue
-                for req in batch:
-                    try:
-                        self.handle(peer, req, now, out)
-                    except Exception as e:  # one bad request must not take the shard down
-                        print(f"shard {self.index}: {req[:2]!r} failed: {e!r}", file=sys.stderr)
-                        reserving = req[0] in (wire.RESERVE, wire.RESERVE_JOB)
-                        failed = [proto.INTERNAL_ERROR, 0]
-                        if reserving:
-                            failed = [FINAL, proto.INTERNAL_ERROR]
-                        out[peer].append([req[1], *failed])
-        self.engine.tick(time.monotonic_ns())
-        for rid, payload in self.engine.events:
+    def take_events(self, now: int) -> list[tuple[bytes, list[Any]]]:
+        """Run the timers; what the engine answered on its own, as (peer, reply) pairs."""
+        engine = self.engine
+        engine.tick(now)
+        if not engine.events:
+            return []
+        out = []
+        for rid, payload in engine.events:
             peer = self.waiting_peer.pop(rid, None)
             if peer is not None:
-                out[peer].append([rid, *payload])
-        self.engine.events.clear()
-        if self.wal is not None:
-            self.commit(self.wal)  # before any reply: an answered change is in the log
+                out.append((peer, [rid, *payload]))
+        engine.events.clear()
+        return out
+
+    def commit(self) -> None:
+        """Group commit, before any reply of the turn leaves: this turn's log records in one
+        write, synced as the policy says; the turn's job events to the event log."""
+        wal = self.wal
+        if wal is not None:
+            records = self.engine.wal_out
+            if records:
+                wal.append(records)
+                records.clear()
+                self.engine.log_stats = wal.stats()
+                if wal.fsync_ms == 0:
+                    wal.maybe_sync(time.monotonic())
+            wal.maybe_sync(time.monotonic())
+            if records is not None and wal.needs_compaction(self.engine.live_bytes):
+                try:
+                    wal.compact(self.engine.snapshot())
+                except OSError as e:
+                    print(f"shard {self.index}: compaction failed: {e.strerror}", file=sys.stderr)
         if self.event_log is not None and self.engine.audit:
             self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
             self.engine.audit.clear()
-        for peer, replies in out.items():
-            self.sock.send_multipart([peer, wire.pack(replies)])
 
-    def commit(self, wal: Wal) -> None:
-        """Group commit: this turn's records in one write, synced as the policy says."""
-        records = self.engine.wal_out
-        if records:
-            wal.append(records)
-            records.clear()
-            self.engine.log_stats = wal.stats()
-            if wal.fsync_ms == 0:
-                wal.maybe_sync(time.monotonic())
-        wal.maybe_sync(time.monotonic())
-        if records is not None and wal.needs_compaction(self.engine.live_bytes):
+    def next_wakeup(self) -> int | None:
+        """Monotonic ns of the next timer: the engine's, or the log's next sync."""
+        wake = self.engine.next_wakeup()
+        if self.wal is not None:
+            due = self.wal.sync_due(time.monotonic())
+            if due is not None:
+                sync_at = time.monotonic_ns() + max(0, int((due - time.monotonic()) * 1e9))
+                wake = sync_at if wake is None else min(wake, sync_at)
+        return wake
+
+    def close(self) -> None:
+        """Sync and close the logs (SIGTERM: what was written is synced before exit)."""
+        if self.wal is not None:
+            self.wal.close()
+        if self.event_log is not None:
+            self.event_log.close()
+
+
+def open_core(
+    index: int, shards: int, events_dir: str, server_id: str, wal_args: list[str]
+) -> ShardCore:
+    """A shard's core from its command-line arguments (see supervisor.shard_args)."""
+    events = EventLog(events_dir, server_id, index) if events_dir else None
+    wal = None
+    if wal_args:
+        wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
+        wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
+    return ShardCore(index, tube_shard("default", shards) == index, events, wal)
+
+
+class ShardServer:
+    """A shard process: a ZeroMQ ROUTER socket around a ShardCore."""
+
+    def __init__(self, core: ShardCore, endpoint: str) -> None:
+        self.core = core
+        self.ctx = zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.linger = 0
+        self.sock.bind(endpoint)
+
+    def take_messages(self, now: int, out: dict[bytes, list]) -> None:
+        """Handle what the socket holds (a bounded number of messages) into `out`."""
+        core = self.core
+        for _ in range(MAX_MESSAGES_PER_TURN):
             try:
-                wal.compact(self.engine.snapshot())
-            except OSError as e:
-                print(f"shard {self.index}: compaction failed: {e.strerror}", file=sys.stderr)
+                peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            try:
+                batch = wire.unpack(data)
+            except ValueError:
+                print(f"shard {core.index}: dropped a malformed message", file=sys.stderr)
+                continue
+            for req in batch:
+                reply = core.handle(peer, req, now)
+                if reply is not None:
+                    out.setdefault(peer, []).append(reply)
+
+    def send_replies(self, out: dict[bytes, list]) -> None:
+        for peer, replies in out.items():
+            if replies:
+                self.sock.send_multipart([peer, wire.pack(replies)])
+
+    def turn(self, timeout_ms: int | None) -> None:
+        core = self.core
+        out: dict[bytes, list] = {}
+        if self.sock.poll(timeout_ms):
+            now = time.monotonic_ns()
+            core.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
+            self.take_messages(now, out)
+        for peer, reply in core.take_events(time.monotonic_ns()):
+            out.setdefault(peer, []).append(reply)
+        core.commit()  # before any reply: an answered change is in the log
+        self.send_replies(out)
 
     def serve_forever(self) -> None:
         while True:
             lifeline.check()
-            wake = self.engine.next_wakeup()
-            due = self.wal.sync_due(time.monotonic()) if self.wal is not None else None
-            if due is not None:
-                sync_at = time.monotonic_ns() + max(0, int((due - time.monotonic()) * 1e9))
-                wake = sync_at if wake is None else min(wake, sync_at)
+            wake = self.core.next_wakeup()
             timeout = MAX_SLEEP_MS
             if wake is not None:
                 timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
@@ -212,18 +272,10 @@ def main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    events = EventLog(events_dir, server_id, index) if events_dir else None
-    wal = None
-    if wal_args:
-        wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
-        wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
-    owns_default = tube_shard("default", shards) == index
-    server = ShardServer(index, f"ipc://{run_dir}/shard-{index}", owns_default, events, wal)
+    core = open_core(index, shards, events_dir, server_id, wal_args)
+    server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
     try:
         server.serve_forever()
     finally:
         server.sock.close(0)
-        if wal is not None:
-            wal.close()  # SIGTERM: what was written is synced before exit
-        if events is not None:
-            events.close()
+        core.close()

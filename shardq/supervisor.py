@@ -106,21 +106,25 @@ class Supervisor:
                 child_argv("coordinator", self.run_dir, self.state_dir, n, config.segment_bytes),
             )
         ]
-        events = getattr(config, "events_dir", None) or ""
         self.children += [
-            Child(
-                f"shard {i}",
-                child_argv(
-                    "shard", i, n, self.run_dir, events, config.server_id, *self.wal_args(i)
-                ),
-            )
+            Child(f"shard {i}", child_argv("shard", i, n, self.run_dir, *self.shard_args(i)))
             for i in range(n)
+            if i != self.hosted_shard()
         ]
         fd = self.listener.fileno()
         self.ready_r, self.ready_w = os.pipe()
         argv = self.acceptor_argv(self.ready_w)
         self.acceptor = Child("acceptor", argv, pass_fds=(fd, self.ready_w))
         self.children.append(self.acceptor)
+
+    def hosted_shard(self) -> int | None:
+        """The shard the acceptor runs in its own process (`colocate`): shard 0, or none."""
+        return 0 if self.config.colocate else None
+
+    def shard_args(self, shard: int) -> list[object]:
+        """What a shard needs besides its place: event log directory, server id, log."""
+        events = self.config.events_dir or ""
+        return [events, self.config.server_id, *self.wal_args(shard)]
 
     def wal_args(self, shard: int) -> list[object]:
         """A shard's log directory, segment size and fsync policy (-1: never); none without -b."""
@@ -132,7 +136,11 @@ class Supervisor:
 
     def acceptor_argv(self, ready_fd: int) -> list[str]:
         fd, cfg = self.listener.fileno(), self.config
-        return child_argv("acceptor", fd, self.run_dir, cfg.shards, cfg.max_job_size, ready_fd)
+        argv = child_argv("acceptor", fd, self.run_dir, cfg.shards, cfg.max_job_size, ready_fd)
+        hosted = self.hosted_shard()
+        if hosted is not None:
+            argv += ["--host", str(hosted), *map(str, self.shard_args(hosted))]
+        return argv
 
     def log(self, message: str) -> None:
         print(f"shardq: {message}", file=sys.stderr, flush=True)

@@ -108,6 +108,7 @@ class Server:
     tmp_dir: Path
     stderr_path: Path
     shards: int
+    colocate: bool = True  # the acceptor hosts shard 0 (no `shard 0` process)
     _stdout_rest: list[bytes] = field(default_factory=list)
 
     is_alive = staticmethod(is_alive)
@@ -129,7 +130,9 @@ class Server:
         return out
 
     def expected_roles(self) -> set[str]:
-        return {"coordinator", "acceptor"} | {f"shard {i}" for i in range(self.shards)}
+        hosted = 0 if self.colocate else None
+        shards = {f"shard {i}" for i in range(self.shards) if i != hosted}
+        return {"coordinator", "acceptor"} | shards
 
     def wait_all_children(self, timeout: float = 10.0) -> dict[str, int]:
         """Poll until every expected child runs; return role -> pid."""
@@ -201,7 +204,8 @@ def shardq_server(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         proc, run_dir, tmp_dir, stderr_path = launch(tmp_path, shards, extra)
         data = read_line(proc, START_TIMEOUT)
         match = _LISTENING.match(data.partition(b"\n")[0] + b"\n")
-        server = Server(proc, 0, run_dir, tmp_dir, stderr_path, shards)
+        colocate = "--no-colocate" not in extra
+        server = Server(proc, 0, run_dir, tmp_dir, stderr_path, shards, colocate)
         servers.append(server)
         if match is None:
             _kill_leftovers(server)

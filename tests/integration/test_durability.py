@@ -290,7 +290,7 @@ def test_reply_lost_in_shard_crash_is_still_right(
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("needs strace to kill the shard at its fsync")
-    srv = shardq_server(1, wal_args(tmp_path / "wal"))
+    srv = shardq_server(1, (*wal_args(tmp_path / "wal"), "--no-colocate"))  # a shard process
     c = Client(srv.port)
     job = put(c, b"default", b"lost reply")
     assert c.cmd(b"reserve-with-timeout 0").startswith(b"RESERVED %d " % job)

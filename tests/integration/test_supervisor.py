@@ -188,7 +188,7 @@ def tube_on_shard(shard: int, shards: int) -> str:
 @pytest.mark.parametrize("role", ["shard 0", "shard 1", "coordinator"])
 def test_killed_child_is_restarted(shardq_server, role):
     shards = 2
-    server = shardq_server(shards)
+    server = shardq_server(shards, ("--no-colocate",))  # shard 0 in a process of its own
     before = server.wait_all_children()
     tubes = [tube_on_shard(i, shards) for i in range(shards)]
     for tube in tubes:
