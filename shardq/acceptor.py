@@ -179,23 +179,29 @@ class Acceptor:
         if hosted is not None:
             self.hosted_index = hosted.index
             self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
-            self.sel.register(self.hosted.sock.getsockopt(zmq.FD), selectors.EVENT_READ, -3)
+            hosted_sock = self.hosted.sock
+            self.sel.register(hosted_sock.getsockopt(zmq.FD), selectors.EVENT_READ, hosted_sock)
         for target in endpoints:
             self.socks[target] = self._dealer()
         self.dealers = list(self.socks.values())
         self.monitors: dict[int, zmq.Socket] = {}
+        self.monitor_target: dict[zmq.Socket, int] = {}
         self.up: dict[int, bool] = {}  # target -> connected now
         self.seen_up: set[int] = set()  # targets that were connected at least once
         self.inflight: dict[int, tuple[int, list[Any]]] = {}  # rid -> (target, request)
         for target, s in self.socks.items():
-            self.sel.register(s.getsockopt(zmq.FD), selectors.EVENT_READ, target)
+            self.sel.register(s.getsockopt(zmq.FD), selectors.EVENT_READ, s)
             mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
             self.monitors[target] = mon
-            self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, target)
+            self.monitor_target[mon] = target
+            self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, mon)
             s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
-        self.zsocks = self.dealers + list(self.monitors.values())  # checked before each wait
+        zsocks = self.dealers + list(self.monitors.values())
         if self.hosted is not None:
-            self.zsocks.append(self.hosted.sock)
+            zsocks.append(self.hosted.sock)
+        # ZeroMQ sockets whose state may have changed (their fd fired, or we sent on them):
+        # only these need asking for input before the loop sleeps (each ask is 2 syscalls).
+        self.touched: set[zmq.Socket] = set(zsocks)
         self.conns: dict[int, Conn] = {}
         self.next_conn = time.time_ns() // 1000  # unique across acceptor restarts
         self.next_rid = 1
@@ -247,8 +253,16 @@ class Acceptor:
     def call(self, conn: Conn, target: int, op: int, args: list[Any], done: Done) -> None:
         """Send a command for a connection. A plain request/reply op to a shard is pipelined:
         the connection may send more to the same shard before the answer, since that shard
-        answers in order; anything else makes the connection wait for its answer."""
+        answers in order; anything else makes the connection wait for its answer. For the
+        hosted shard a plain op is applied at once, when nothing for that shard waits ahead
+        of it (its reply still leaves only after the turn's log commit)."""
         if op in PIPELINED:
+            if target == self.hosted_index and not self.outq.get(target):
+                assert self.hosted is not None
+                req = [op, 0, conn.id, *args]
+                reply = self.hosted.core.handle(LOCAL, req, time.monotonic_ns())
+                done(conn, reply[1:])  # type: ignore[index]
+                return
             conn.piped += 1
             conn.pipe_target = target
 
@@ -284,8 +298,10 @@ class Acceptor:
         self.retry_soon = False
         for target, batch in self.outq.items():
             if batch and self.up.get(target):
+                sock = self.socks[target]
+                self.touched.add(sock)
                 try:
-                    self.socks[target].send(wire.pack(batch), zmq.NOBLOCK)
+                    sock.send(wire.pack(batch), zmq.NOBLOCK)
                 except zmq.Again:
                     self.retry_soon = True  # the peer is not writable yet; try next turn
                     continue
@@ -767,9 +783,15 @@ class Acceptor:
                 timeout = 0  # a connection closed last turn: its jobs go back at once
         # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
         # by asking the socket, so ask before sleeping.
-        if any(s.getsockopt(ZMQ_EVENTS) & POLLIN for s in self.zsocks):
-            timeout = 0
-        for key, mask in self.sel.select(timeout):
+        for s in list(self.touched):
+            if s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                timeout = 0
+            else:
+                self.touched.discard(s)  # its fd fires when anything arrives
+        events = self.sel.select(timeout)
+        if self.hosted is not None:
+            self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        for key, mask in events:
             data = key.data
             if data is None:
                 self.accept()
@@ -778,6 +800,8 @@ class Acceptor:
                     self.write(data)
                 if mask & selectors.EVENT_READ and not data.closed:
                     self.read(data)
+            else:
+                self.touched.add(data)  # a ZeroMQ socket
         self.drain_zmq()
         self.run_timers(time.monotonic_ns())
         if self.hosted is not None:
@@ -791,7 +815,7 @@ class Acceptor:
         core, index, out = server.core, self.hosted_index, self.hosted_out
         now = time.monotonic_ns()
         core.engine.tick(now)  # timers first, as a shard process does
-        if server.sock.getsockopt(ZMQ_EVENTS) & POLLIN:
+        if server.sock in self.touched and server.sock.getsockopt(ZMQ_EVENTS) & POLLIN:
             server.take_messages(now, out)  # the coordinator, another acceptor
         while True:
             batch = self.outq.get(index)
@@ -818,14 +842,20 @@ class Acceptor:
         if out:
             server.send_replies(out)
             out.clear()
+            self.touched.add(server.sock)
 
     def drain_zmq(self) -> None:
-        for target, mon in self.monitors.items():
-            while mon.getsockopt(ZMQ_EVENTS) & POLLIN:
-                self.on_monitor(target, recv_monitor_message(mon)["event"])
-        for s in self.dealers:
-            while s.getsockopt(ZMQ_EVENTS) & POLLIN:
-                self.on_replies(wire.unpack(s.recv()))
+        if not self.touched:
+            return
+        hosted = self.hosted.sock if self.hosted is not None else None
+        for s in list(self.touched):
+            target = self.monitor_target.get(s)
+            if target is not None:
+                while s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                    self.on_monitor(target, recv_monitor_message(s)["event"])
+            elif s is not hosted:
+                while s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                    self.on_replies(wire.unpack(s.recv()))
 
     def serve_forever(self) -> None:
         while True:
