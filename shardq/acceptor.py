@@ -49,6 +49,7 @@ POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond p
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 LOCAL = b""  #: the peer identity of the acceptor's own requests to its hosted shard
+MAX_CACHED_TUBES = 10_000  #: shard_of cache bound (clients may invent any number of names)
 NO_REPLY = frozenset(
     {wire.ACCEPT, wire.DECLINE, wire.DISCONNECT, wire.REASSERT, wire.RESET}
 )  #: fire-and-forget ops
@@ -211,7 +212,9 @@ class Acceptor:
         self.dirty: set[Conn] = set()
         self.timers: list[tuple[int, int, CrossReserve]] = []
         self.blocks: dict[int, int] = {}  # id block -> shard
-        self.id_range: dict[int, range] = {}  # shard -> ids it may still hand out
+        self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
+        self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
+        self.tube_shards: dict[str, int] = {}  # a cache of shard_of
         self.spare: dict[int, range] = {}  # shard -> the next block, leased ahead
         self.leasing: set[int] = set()
         self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
@@ -283,7 +286,7 @@ class Acceptor:
             return (
                 cmd.error is None
                 and not self.draining
-                and bool(self.id_range.get(shard))
+                and self.next_id.get(shard, 0) < self.end_id.get(shard, 0)
                 and (shard == conn.pipe_target)
             )
         if kind in BY_ID:
@@ -511,23 +514,37 @@ class Acceptor:
 
     # ----------------------------------------------------------------- routing
     def shard_of(self, tube: str) -> int:
-        return tube_shard(tube, self.shard_count)
+        shard = self.tube_shards.get(tube)
+        if shard is None:
+            if len(self.tube_shards) >= MAX_CACHED_TUBES:
+                self.tube_shards.clear()
+            shard = self.tube_shards[tube] = tube_shard(tube, self.shard_count)
+        return shard
+
+    def take_id(self, shard: int) -> int | None:
+        """The next id of the shard's block (leasing the next block ahead when half of this
+        one is used), or None while a block has to be leased first."""
+        job_id = self.next_id.get(shard, 0)
+        end = self.end_id.get(shard, 0)
+        if job_id >= end:
+            if shard not in self.spare:
+                self.lease(shard)
+                return None
+            ids = self.spare.pop(shard)
+            job_id, end = ids.start, ids.stop
+            self.end_id[shard] = end
+        self.next_id[shard] = job_id + 1
+        if end - job_id < ID_BLOCK // 2 and shard not in self.spare:
+            self.lease(shard)
+        return job_id
 
     def alloc_id(self, shard: int, then: Callable[[int], None]) -> None:
         """Hand out the next id of the shard's block, leasing blocks from the coordinator."""
-        ids = self.id_range.get(shard)
-        if ids:
-            self.id_range[shard] = ids[1:]
-            if len(ids) < ID_BLOCK // 2 and shard not in self.spare:
-                self.lease(shard)
-            then(ids[0])
-            return
-        if shard in self.spare:
-            self.id_range[shard] = self.spare.pop(shard)
-            self.alloc_id(shard, then)
-            return
-        self.lease_waiters.setdefault(shard, []).append(lambda: self.alloc_id(shard, then))
-        self.lease(shard)
+        job_id = self.take_id(shard)
+        if job_id is None:
+            self.lease_waiters.setdefault(shard, []).append(lambda: self.alloc_id(shard, then))
+        else:
+            then(job_id)
 
     def lease(self, shard: int) -> None:
         if shard in self.leasing:
@@ -564,7 +581,11 @@ class Acceptor:
         if target is None:
             self.reply(conn, proto.NOT_FOUND)
             return
-        self.call(conn, target, op, args, done or (lambda k, p: self.reply(k, p[0])))
+        self.call(conn, target, op, args, done or self.reply_first)
+
+    def reply_first(self, conn: Conn, payload: list[Any]) -> None:
+        """Most answers: the reply bytes the shard formatted."""
+        self.reply(conn, payload[0])
 
     def by_id(
         self, conn: Conn, op: int, job_id: int, args: list[Any], done: Done | None = None
@@ -577,19 +598,27 @@ class Acceptor:
             return
         conn.producer = True
         shard = self.shard_of(conn.use)
-        conn.busy = True  # until the id is there (a block may have to be leased first)
+        job_id = self.take_id(shard)
+        if job_id is not None:
+            self.put_with_id(conn, cmd, shard, job_id)
+            return
+        conn.busy = True  # until the id is there (a block has to be leased first)
 
         def with_id(job_id: int) -> None:
             conn.busy = False
-            if cmd.error is not None:
-                self.reply(conn, cmd.error)
-            elif self.draining:
-                self.reply(conn, proto.DRAINING)
-            elif not conn.closed:
-                args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
-                self.call(conn, shard, wire.PUT, args, lambda k, p: self.reply(k, p[0]))
+            self.put_with_id(conn, cmd, shard, job_id)
 
         self.alloc_id(shard, with_id)
+
+    def put_with_id(self, conn: Conn, cmd: c.Put, shard: int, job_id: int) -> None:
+        """The id is spent whatever happens next, as in beanstalkd."""
+        if cmd.error is not None:
+            self.reply(conn, cmd.error)
+        elif self.draining:
+            self.reply(conn, proto.DRAINING)
+        elif not conn.closed:
+            args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
+            self.call(conn, shard, wire.PUT, args, self.reply_first)
 
     def put_stamp(self) -> int:
         """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
@@ -645,6 +674,9 @@ class Acceptor:
         if len(by_shard) == 1:
             ((shard, tubes),) = by_shard.items()
             args = [tubes, timeout_at, soon_at, False]
+            if shard == self.hosted_index and not self.outq.get(shard):
+                self.reserve_hosted(conn, args, now)
+                return
             conn.waiting = self.request(shard, wire.RESERVE, conn, args, self.on_reserved)
             return
         cross = CrossReserve(conn)
@@ -657,6 +689,19 @@ class Acceptor:
             cross.rids[rid] = shard
             cross.live.add(rid)
             self.cross[rid] = cross
+
+    def reserve_hosted(self, conn: Conn, args: list[Any], now: int) -> None:
+        """A reserve on the hosted shard, at once: answered now, or a waiter the engine
+        answers later (take_events in run_hosted) under this rid."""
+        assert self.hosted is not None
+        rid = self.next_rid
+        self.next_rid += 1
+        reply = self.hosted.core.handle(LOCAL, [wire.RESERVE, rid, conn.id, *args], now)
+        if reply is None:
+            self.pending[rid] = (conn, self.on_reserved)
+            conn.waiting = rid
+        else:
+            self.on_reserved(conn, reply[1:])
 
     def on_cross(self, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
         kind = payload[0]
