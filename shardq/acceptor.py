@@ -49,6 +49,7 @@ POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond p
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 LOCAL = b""  #: the peer identity of the acceptor's own requests to its hosted shard
+SPARE_BLOCKS = 4  #: id blocks leased ahead per shard
 MAX_CACHED_TUBES = 10_000  #: shard_of cache bound (clients may invent any number of names)
 NO_REPLY = frozenset(
     {wire.ACCEPT, wire.DECLINE, wire.DISCONNECT, wire.REASSERT, wire.RESET}
@@ -215,8 +216,8 @@ class Acceptor:
         self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
         self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
         self.tube_shards: dict[str, int] = {}  # a cache of shard_of
-        self.spare: dict[int, range] = {}  # shard -> the next block, leased ahead
-        self.leasing: set[int] = set()
+        self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
+        self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
         self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
         self.stats = dict.fromkeys(CMD_KEYS, 0)
         self.total_connections = 0
@@ -527,14 +528,15 @@ class Acceptor:
         job_id = self.next_id.get(shard, 0)
         end = self.end_id.get(shard, 0)
         if job_id >= end:
-            if shard not in self.spare:
+            spare = self.spare.get(shard)
+            if not spare:
                 self.lease(shard)
                 return None
-            ids = self.spare.pop(shard)
+            ids = spare.pop(0)
             job_id, end = ids.start, ids.stop
             self.end_id[shard] = end
         self.next_id[shard] = job_id + 1
-        if end - job_id < ID_BLOCK // 2 and shard not in self.spare:
+        if end - job_id < ID_BLOCK // 2:
             self.lease(shard)
         return job_id
 
@@ -547,16 +549,20 @@ class Acceptor:
             then(job_id)
 
     def lease(self, shard: int) -> None:
-        if shard in self.leasing:
+        """Ask for one more block unless SPARE_BLOCKS are held or asked for already: one turn
+        under load can take more than a block's worth of puts, and a put that has to wait
+        for a lease waits a whole round trip to the coordinator."""
+        asked = self.leasing.get(shard, 0)
+        if asked + len(self.spare.get(shard, ())) >= SPARE_BLOCKS:
             return
-        self.leasing.add(shard)
+        self.leasing[shard] = asked + 1
         rid = self.request(COORDINATOR, wire.LEASE, None, [shard], None)
         self.pending[rid] = (None, lambda _c, p: self.on_lease(shard, p[0]))
 
     def on_lease(self, shard: int, block: int) -> None:
-        self.leasing.discard(shard)
+        self.leasing[shard] -= 1
         self.blocks[block] = shard
-        self.spare[shard] = block_ids(block)
+        self.spare.setdefault(shard, []).append(block_ids(block))  # blocks come in order
         for resume in self.lease_waiters.pop(shard, []):
             resume()
 
