@@ -99,6 +99,22 @@ def test_listening_line_means_ready(shardq_server, shards):
     assert elapsed < 0.5, f"first replies took {elapsed:.2f} s after the listening line"
 
 
+@pytest.mark.parametrize(("extra", "processes"), [((), 2), (("--no-colocate",), 3)])
+def test_colocate_decides_where_shard_0_runs(shardq_server, extra, processes):
+    """By default the acceptor hosts shard 0 (no `shard 0` process); --no-colocate gives it
+    its own. Both serve, and `stats` counts the server's one connection either way."""
+    server = shardq_server(1, extra)
+    roles = server.wait_all_children()
+    assert ("shard 0" in roles) == bool(extra), roles
+    assert len(roles) == processes, roles
+    assert put_and_reserve(server.port)
+    sock = connect(server.port)
+    send(sock, b"stats\r\n")
+    stats = read_replies(sock, 1)[0]
+    sock.close()
+    assert b"\ncurrent-connections: 1\n" in stats, stats
+
+
 @pytest.mark.parametrize("shards", [1, 3])
 def test_sigterm_stops_everything(shardq_server, shards):
     server = shardq_server(shards)

@@ -32,6 +32,7 @@ def test_defaults_without_file_or_flags():
     assert (config.verbose, config.run_dir, config.wal_dir) == (0, None, None)
     assert (config.fsync_ms, config.segment_bytes) == (50, 10485760)
     assert config.server_id
+    assert config.colocate is True
 
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "wal:\n"])
@@ -45,6 +46,7 @@ listen: 0.0.0.0
 port: 0
 max_job_size: 1024
 shards: 3
+colocate: false
 verbose: 2
 run_dir: /tmp/run
 server: queue-1
@@ -58,6 +60,7 @@ wal:
         port=0,
         max_job_size=1024,
         shards=3,
+        colocate=False,
         verbose=2,
         run_dir="/tmp/run",
         server_id="queue-1",
@@ -125,6 +128,8 @@ def test_fsync_forms_from_flags(value, expected):
         ("wal: {fsync: -1}", "wal.fsync"),
         ("wal: {fsync: '50'}", "wal.fsync"),
         ("wal: {segment_bytes: 0}", "wal.segment_bytes"),
+        ("colocate: 1", "colocate"),
+        ("colocate: 'yes please'", "colocate"),
     ],
 )
 def test_bad_values_name_their_key(text, key):
