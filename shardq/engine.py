@@ -17,7 +17,18 @@ from itertools import islice
 from typing import Any
 
 from shardq import proto
-from shardq.job import NS, STATE_NAMES, URGENT_PRI, Job, State
+from shardq.job import (
+    BURY,
+    ID_MASK,
+    KICK,
+    NS,
+    RELEASE,
+    STATE_NAMES,
+    TIMEOUT,
+    URGENT_KEY,
+    Job,
+    State,
+)
 from shardq.tube import Tube, Waiter
 
 RECORD_OVERHEAD = 100  #: log bytes of a job beyond its body, roughly
@@ -123,7 +134,7 @@ class Engine:
         job = self.jobs.get(job_id)
         if job is not None and job.state == State.RESERVED and job.deadline + 1 == when:
             self._unreserve(job)
-            job.timeouts += 1
+            job.counts += TIMEOUT
             self.job_timeouts += 1
             self._note(now, "timeout", job)
             job.move("timeout")
@@ -144,8 +155,9 @@ class Engine:
 
     def _note(self, now: int, event: str, job: Job) -> None:
         if self.audit is not None:
-            delay, ttr = job.delay // NS, job.ttr // NS
-            self.audit.append((now, event, job.id, job.tube, job.pri, delay, ttr, len(job.body)))
+            self.audit.append(
+                (now, event, job.id, job.tube, job.pri, job.delay, job.ttr, len(job.body))
+            )
 
     # ----------------------------------------------------------------- persistence
     def _wall(self, mono: int) -> int:
@@ -155,18 +167,18 @@ class Engine:
         """Log a job's new state (release, bury, kick) for the write-ahead log."""
         if self.wal_out is not None:
             self.wal_out.append(
-                ["S", job.id, int(job.state), job.pri, job.delay, self._wall(job.deadline)]
-                + [job.reserves, job.timeouts, job.releases, job.buries, job.kicks]
+                ["S", job.id, int(job.state), job.pri, job.delay * NS, self._wall(job.deadline)]
+                + job.counters()
             )
 
     def full_record(self, job: Job) -> list[Any]:
         """Everything a restart needs to rebuild the job; a reserved job comes back ready."""
         state = job.state if job.state in (State.DELAYED, State.BURIED) else State.READY
         deadline = self._wall(job.deadline) if state == State.DELAYED else 0
+        key = job.key
         return [
-            "J", job.id, job.seq, job.tube, job.pri, job.delay, job.ttr, self._wall(job.created),
-            int(state), deadline, job.reserves, job.timeouts, job.releases, job.buries, job.kicks,
-            job.body,
+            "J", job.id, key >> 64 & ID_MASK, job.tube, key >> 128, job.delay * NS, job.ttr * NS,
+            self._wall(job.created), int(state), deadline, *job.counters(), job.body,
         ]  # fmt: skip
 
     def snapshot(self) -> list[list[Any]]:
@@ -186,8 +198,8 @@ class Engine:
                     rec[2],
                     rec[3],
                     rec[4],
-                    rec[5],
-                    rec[6],
+                    rec[5] // NS,  # the log keeps durations in ns
+                    rec[6] // NS,
                     rec[15],
                     rec[7] - self.wall_offset,
                 )
@@ -197,7 +209,7 @@ class Engine:
             elif kind == "S" and rec[1] in rebuilt:
                 job = rebuilt.pop(rec[1])
                 rebuilt[rec[1]] = job
-                job.pri, job.delay = rec[3], rec[4]
+                job.pri, job.delay = rec[3], rec[4] // NS
                 self._restore_state(job, rec[2], rec[5], rec[6:11])
             elif kind == "D":
                 rebuilt.pop(rec[1], None)
@@ -207,7 +219,7 @@ class Engine:
     def _restore_state(self, job: Job, state: int, deadline_wall: int, counts: list[int]) -> None:
         job.state = State(state) if state in (State.DELAYED, State.BURIED) else State.READY
         job.deadline = deadline_wall - self.wall_offset if deadline_wall else 0
-        job.reserves, job.timeouts, job.releases, job.buries, job.kicks = counts
+        job.set_counters(counts)
 
     def _place(self, job: Job, now: int) -> None:
         tube = self.ensure_tube(job.tube, now)
@@ -218,7 +230,7 @@ class Engine:
         if job.state == State.BURIED:
             tube.buried[job.id] = None
         elif job.state == State.DELAYED and job.deadline > now:
-            tube.delayed.add((job.deadline, job.seq, job.id))
+            tube.delayed.add(job.delayed_key)
             self._at(job.deadline, _T_DELAY, job.id)
         else:
             job.state = State.READY
@@ -234,11 +246,11 @@ class Engine:
 
     def _delay(self, job: Job, delay: int, now: int) -> None:
         job.deadline = now + delay
-        self.tubes[job.tube].delayed.add((job.deadline, job.seq, job.id))
+        self.tubes[job.tube].delayed.add(job.delayed_key)
         self._at(job.deadline, _T_DELAY, job.id)
 
     def _unlink_delayed(self, job: Job) -> None:
-        self.tubes[job.tube].delayed.remove((job.deadline, job.seq, job.id))
+        self.tubes[job.tube].delayed.remove(job.delayed_key)
 
     def _unlink(self, job: Job) -> None:
         """Take a job out of whatever its tube holds it in (not reserved bookkeeping)."""
@@ -254,9 +266,9 @@ class Engine:
         self._unlink(job)
         job.move(op)
         job.owner = conn
-        job.reserves += 1
+        job.counts += 1  # reserves
         self._note(now, "reserve", job)
-        job.deadline = now + job.ttr
+        job.deadline = now + job.ttr * NS
         self.tubes[job.tube].reserved += 1
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(job.deadline + 1, _T_TTR, job.id)
@@ -268,7 +280,7 @@ class Engine:
             tube.reserved -= 1
         else:
             tube.offered -= 1
-            if job.pri < URGENT_PRI:
+            if job.key < URGENT_KEY:
                 tube.urgent -= 1
         held = self.owned.get(job.owner)
         if held is not None:
@@ -293,7 +305,7 @@ class Engine:
             head = tube.ready[0]
             if best is None or head < best:
                 best = head
-        return None if best is None else self.jobs[best[2]]
+        return None if best is None else self.jobs[best & ID_MASK]
 
     def _serve_tube(self, tube: Tube, now: int) -> None:
         """Hand the tube's best ready jobs to its oldest waiters, while both exist."""
@@ -309,7 +321,7 @@ class Engine:
             tube = min(live, key=lambda t: t.ready[0])
             waiter = tube.oldest_waiter()
             self._drop_waiter(waiter)
-            job = self.jobs[tube.ready[0][2]]
+            job = self.jobs[tube.ready[0] & ID_MASK]
             self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
 
     def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
@@ -321,16 +333,17 @@ class Engine:
         job.owner = conn
         tube = self.tubes[job.tube]
         tube.offered += 1
-        if job.pri < URGENT_PRI:
+        key = job.key
+        if key < URGENT_KEY:
             tube.urgent += 1  # an offered job is still ready as far as stats go
         self.owned.setdefault(conn, set()).add(job.id)
         return [
             OFFER,
             proto.job_reply(b"RESERVED", job.id, job.body),
             job.id,
-            job.ttr,
-            job.pri,
-            job.seq,
+            job.ttr * NS,
+            key >> 128,  # pri
+            key >> 64 & ID_MASK,  # seq
         ]
 
     def _drop_waiter(self, waiter: Waiter) -> None:
@@ -458,7 +471,7 @@ class Engine:
         if job_id in self.jobs:  # a put resent after a restart that had already reached the log
             return b"INSERTED %d\r\n" % job_id
         tube = self.ensure_tube(tube_name, now)
-        job = Job(job_id, seq, tube_name, pri, delay * NS, max(ttr, 1) * NS, body, now)
+        job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
         self.jobs[job_id] = job
         tube.total_jobs += 1
         self.total_jobs += 1
@@ -466,7 +479,7 @@ class Engine:
         self._note(now, "put", job)
         if delay > 0:
             job.state = State.DELAYED
-            self._delay(job, job.delay, now)
+            self._delay(job, delay * NS, now)
         else:
             self._enqueue(job, now)
         if self.wal_out is not None:
@@ -503,12 +516,12 @@ class Engine:
             return proto.NOT_FOUND
         self._unreserve(job)
         job.pri = pri
-        job.releases += 1
-        job.delay = delay * NS
+        job.counts += RELEASE
+        job.delay = delay
         self._note(now, "release", job)  # the event carries the release's own delay
         if delay > 0:
             job.move("release-delayed")
-            self._delay(job, job.delay, now)
+            self._delay(job, delay * NS, now)
         else:
             job.move("release")
             self._persist(job)  # before _enqueue: a waiter may take it at once
@@ -525,7 +538,7 @@ class Engine:
             return proto.NOT_FOUND
         self._unreserve(job)
         job.pri = pri
-        job.buries += 1
+        job.counts += BURY
         self._note(now, "bury", job)
         job.move("bury")
         self.tubes[job.tube].buried[job.id] = None
@@ -537,14 +550,14 @@ class Engine:
         job = self._owned_by(job_id, conn)
         if job is None:
             return [proto.NOT_FOUND, 0]
-        job.deadline = now + job.ttr
+        job.deadline = now + job.ttr * NS
         self._at(job.deadline + 1, _T_TTR, job.id)
         self._note(now, "touch", job)
         return [proto.TOUCHED, job.deadline]
 
     def _kick_one(self, job: Job, now: int) -> None:
         self._unlink(job)
-        job.kicks += 1
+        job.counts += KICK
         self._note(now, "kick", job)
         job.move("kick")
         self._persist(job)
@@ -557,7 +570,7 @@ class Engine:
         if tube.buried:
             ids = list(islice(tube.buried, bound))
         else:
-            ids = [key[2] for key in tube.delayed.islice(0, bound)]
+            ids = [key & ID_MASK for key in tube.delayed.islice(0, bound)]
         for job_id in ids:
             self._kick_one(self.jobs[job_id], now)
         return b"KICKED %d\r\n" % len(ids)
@@ -573,8 +586,9 @@ class Engine:
         job = self.jobs.get(job_id)
         return proto.NOT_FOUND if job is None else proto.job_reply(b"FOUND", job.id, job.body)
 
-    def _peek_key(self, key: tuple[int, ...] | None) -> bytes:
-        return proto.NOT_FOUND if key is None else self.peek(key[-1])
+    def _peek_key(self, key: int | None) -> bytes:
+        """A ready or delayed queue key (the id is its low 64 bits), or a buried job's id."""
+        return proto.NOT_FOUND if key is None else self.peek(key & ID_MASK)
 
     def peek_ready(self, tube_name: str) -> bytes:
         tube = self.tubes.get(tube_name)
@@ -586,8 +600,7 @@ class Engine:
 
     def peek_buried(self, tube_name: str) -> bytes:
         tube = self.tubes.get(tube_name)
-        first = next(iter(tube.buried), None) if tube else None
-        return self._peek_key(None if first is None else (first,))
+        return self._peek_key(next(iter(tube.buried), None) if tube else None)
 
     def pause_tube(self, tube_name: str, delay: int, now: int) -> bytes:
         tube = self.tubes.get(tube_name)
@@ -614,8 +627,8 @@ class Engine:
                 ("state", proto.Raw(STATE_NAMES[job.state])),
                 ("pri", job.pri),
                 ("age", _seconds(now - job.created)),
-                ("delay", job.delay // NS),
-                ("ttr", job.ttr // NS),
+                ("delay", job.delay),
+                ("ttr", job.ttr),
                 ("time-left", left),
                 ("file", 0),
                 ("reserves", job.reserves),

@@ -1,8 +1,9 @@
 """One job: its fields, its states and the transitions between them.
 
-Times are integer nanoseconds of the monotonic clock the engine is given; durations
-(delay, ttr) are nanoseconds too. The transition table is the single statement of
-which operation may move a job from which state; the engine asserts against it.
+Times are integer nanoseconds of the monotonic clock the engine is given; a job's
+durations (delay, ttr) are whole seconds, as the protocol has them. The transition
+table is the single statement of which operation may move a job from which state; the
+engine asserts against it.
 """
 
 from __future__ import annotations
@@ -47,14 +48,30 @@ STATE_NAMES = {
 }
 
 
+#: A job's ready-queue key packs (priority, put order, id) into one int, which is smaller
+#: than a tuple and compares faster, and orders the same: pri << 128 | seq << 64 | id
+#: (seq and id are below 2**64). The delayed queue's key is deadline << 128 | the same low
+#: 128 bits.
+ID_MASK = (1 << 64) - 1
+LOW_MASK = (1 << 128) - 1  #: the (seq, id) part of a key
+URGENT_KEY = URGENT_PRI << 128  #: keys below this are urgent jobs'
+
+#: The five counters share one int, 64 bits each (a counter never gets near 2**64):
+#: the usual job, reserved a few times and nothing else, keeps a small cached int.
+RESERVE, TIMEOUT, RELEASE, BURY, KICK = 1, 1 << 64, 1 << 128, 1 << 192, 1 << 256
+
+
 class Job:
-    """A job record. `seq` is the put-order stamp used for "oldest first" across shards."""
+    """A job record. `seq` is the put-order stamp used for "oldest first" across shards.
+
+    To keep a job small, priority and seq live only in `key` (see above), delay and ttr
+    are whole seconds (all the protocol has), and the counters are packed in `counts`.
+    """
 
     __slots__ = (
         "id",
-        "seq",
+        "key",
         "tube",
-        "pri",
         "delay",
         "ttr",
         "body",
@@ -62,11 +79,7 @@ class Job:
         "created",
         "deadline",
         "owner",
-        "reserves",
-        "timeouts",
-        "releases",
-        "buries",
-        "kicks",
+        "counts",
     )
 
     def __init__(
@@ -81,21 +94,16 @@ class Job:
         now: int,
     ) -> None:
         self.id = job_id
-        self.seq = seq
+        self.key = pri << 128 | seq << 64 | job_id
         self.tube = tube
-        self.pri = pri
-        self.delay = delay
-        self.ttr = ttr
+        self.delay = delay  # seconds
+        self.ttr = ttr  # seconds
         self.body = body
         self.state = State.READY
         self.created = now
         self.deadline = 0  # TTR deadline while reserved, due time while delayed
         self.owner = 0  # connection id while reserved or offered
-        self.reserves = 0
-        self.timeouts = 0
-        self.releases = 0
-        self.buries = 0
-        self.kicks = 0
+        self.counts = 0  # reserves + timeouts * TIMEOUT + releases * RELEASE + ...
 
     def move(self, op: str) -> None:
         """Apply a transition; a missing entry is a bug in the engine, not a client error."""
@@ -105,5 +113,52 @@ class Job:
         return (self.state, op) in TRANSITIONS
 
     @property
-    def ready_key(self) -> tuple[int, int, int]:
-        return (self.pri, self.seq, self.id)
+    def pri(self) -> int:
+        return self.key >> 128
+
+    @pri.setter
+    def pri(self, pri: int) -> None:
+        """Only while the job is in no queue: its key changes."""
+        self.key = pri << 128 | self.key & LOW_MASK
+
+    @property
+    def seq(self) -> int:
+        return self.key >> 64 & ID_MASK
+
+    @property
+    def ready_key(self) -> int:
+        return self.key
+
+    @property
+    def delayed_key(self) -> int:
+        return self.deadline << 128 | self.key & LOW_MASK
+
+    @property
+    def reserves(self) -> int:
+        return self.counts & ID_MASK
+
+    @property
+    def timeouts(self) -> int:
+        return self.counts >> 64 & ID_MASK
+
+    @property
+    def releases(self) -> int:
+        return self.counts >> 128 & ID_MASK
+
+    @property
+    def buries(self) -> int:
+        return self.counts >> 192 & ID_MASK
+
+    @property
+    def kicks(self) -> int:
+        return self.counts >> 256
+
+    def counters(self) -> list[int]:
+        """[reserves, timeouts, releases, buries, kicks]"""
+        return [self.reserves, self.timeouts, self.releases, self.buries, self.kicks]
+
+    def set_counters(self, counts: list[int]) -> None:
+        reserves, timeouts, releases, buries, kicks = counts
+        self.counts = (
+            reserves + timeouts * TIMEOUT + releases * RELEASE + buries * BURY + kicks * KICK
+        )

@@ -1,8 +1,9 @@
 """A tube: its ready, delayed and buried jobs, its waiters, pause state and counters.
 
 The tube only keeps order; the engine decides what moves where. Ready jobs are
-ordered by (priority, put order, id), delayed jobs by (due time, put order, id),
-buried jobs by the order they were buried in (oldest first, as kick takes them).
+ordered by (priority, put order, id), delayed jobs by (due time, put order, id), each
+as one int key (see job.py), buried jobs by the order they were buried in (oldest
+first, as kick takes them).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from shardq.job import URGENT_PRI, Job
+from shardq.job import URGENT_KEY, Job
 
 
 @dataclass(slots=True, eq=False)
@@ -55,16 +56,18 @@ class Tube:
         return self.pause != 0 and now < self.unpause_at
 
     def add_ready(self, job: Job) -> None:
-        self.ready.add(job.ready_key)
-        if job.pri < URGENT_PRI:
+        key = job.key
+        self.ready.add(key)
+        if key < URGENT_KEY:
             self.urgent += 1
 
     def remove_ready(self, job: Job) -> None:
-        self.ready.remove(job.ready_key)
-        if job.pri < URGENT_PRI:
+        key = job.key
+        self.ready.remove(key)
+        if key < URGENT_KEY:
             self.urgent -= 1
 
-    def best_ready(self) -> tuple[int, int, int] | None:
+    def best_ready(self) -> int | None:
         return self.ready[0] if self.ready else None
 
     def oldest_waiter(self) -> Waiter | None:

@@ -115,6 +115,11 @@ class Q:
         return [name for _, name in sorted(self.e.list_tubes())]
 
 
+def unkey(key: int) -> tuple[int, int, int]:
+    """A ready or delayed queue key as (pri or deadline, seq, id)."""
+    return (key >> 128, key >> 64 & (1 << 64) - 1, key & (1 << 64) - 1)
+
+
 def parse_yaml(reply: bytes) -> dict[str, str]:
     """Split an ``OK <n>`` stats reply into key -> raw value text, checking its framing."""
     head, _, rest = reply.partition(b"\r\n")
@@ -1247,7 +1252,7 @@ class Model:
             tube = self.q.e.tubes.get(name)
             if tube is not None and tube.ready and not tube.paused(self.q.now):
                 heads.append(tube.ready[0])
-        return min(heads)[2] if heads else None
+        return unkey(min(heads))[2] if heads else None
 
     def held_by(self, c: MConn) -> list[int]:
         return sorted(j for j, conn in self.holder.items() if conn == c.cid)
@@ -1460,13 +1465,17 @@ class Model:
         places: list[int] = []
         for name, tube in e.tubes.items():
             assert tube.name == name
-            ready_ids = [k[2] for k in tube.ready]
+            ready_ids = [unkey(k)[2] for k in tube.ready]
             for key in tube.ready:
-                job = e.jobs[key[2]]
-                assert (job.state, job.tube, key) == (State.READY, name, job.ready_key)
+                job = e.jobs[unkey(key)[2]]
+                assert (job.state, job.tube, unkey(key)) == (
+                    State.READY,
+                    name,
+                    (job.pri, job.seq, job.id),
+                )
             for key in tube.delayed:
-                job = e.jobs[key[2]]
-                assert (job.state, job.tube, key) == (
+                job = e.jobs[unkey(key)[2]]
+                assert (job.state, job.tube, unkey(key)) == (
                     State.DELAYED,
                     name,
                     (job.deadline, job.seq, job.id),
@@ -1474,11 +1483,11 @@ class Model:
                 assert job.deadline > now, "a due delayed job was not promoted"
             for job_id in tube.buried:
                 assert (e.jobs[job_id].state, e.jobs[job_id].tube) == (State.BURIED, name)
-            places += ready_ids + [k[2] for k in tube.delayed] + list(tube.buried)
+            places += ready_ids + [unkey(k)[2] for k in tube.delayed] + list(tube.buried)
             mine = [j for j in e.jobs.values() if j.tube == name]
             reserved = sum(j.state == State.RESERVED for j in mine)
             offered = sum(j.state == State.OFFERED for j in mine)
-            urgent = sum(k[0] < URGENT_PRI for k in tube.ready)
+            urgent = sum(unkey(k)[0] < URGENT_PRI for k in tube.ready)
             urgent += sum(j.state == State.OFFERED and j.pri < URGENT_PRI for j in mine)
             assert (tube.reserved, tube.offered, tube.urgent) == (reserved, offered, urgent)
             assert tube.in_use(), f"tube {name} should have been collected"
