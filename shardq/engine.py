@@ -268,7 +268,7 @@ class Engine:
         job.owner = conn
         job.counts += 1  # reserves
         self._note(now, "reserve", job)
-        job.deadline = now + job.ttr * NS
+        job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
         self.tubes[job.tube].reserved += 1
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(job.deadline + 1, _T_TTR, job.id)
