@@ -144,8 +144,9 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     if mem:
         out += [
             "",
-            "Memory: RSS summed over every process of the server (PSS in brackets, which splits "
-            "pages shared between forked processes); bytes/job = (RSS full − RSS idle) / jobs.",
+            "Memory: a fresh server of each kind (no other cell ran on it) holds the jobs; RSS "
+            "summed over every process of the server (PSS in brackets, which splits pages "
+            "shared between processes); bytes/job = (RSS full − RSS idle) / jobs.",
             "",
             f"- A: {mem['a']['value'] / 2**20:,.0f} MiB RSS "
             f"({mem['a'].get('pss', 0) / 2**20:,.0f} MiB PSS), "
