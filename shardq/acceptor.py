@@ -263,9 +263,7 @@ class Acceptor:
         if op in PIPELINED:
             if target == self.hosted_index and not self.outq.get(target):
                 assert self.hosted is not None
-                req = [op, 0, conn.id, *args]
-                reply = self.hosted.core.handle(LOCAL, req, time.monotonic_ns())
-                done(conn, reply[1:])  # type: ignore[index]
+                done(conn, self.hosted.core.run(op, conn.id, args, time.monotonic_ns()))
                 return
             conn.piped += 1
             conn.pipe_target = target

@@ -134,7 +134,7 @@ def _tube(line: bytes, pos: int) -> str | None:
 # the matched prefix, and returns a Command or a _PutHeader.
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _PutHeader:
     """A put line that parsed; the parser still has to read (or skip) its body."""
 

@@ -126,11 +126,25 @@ class ShardCore:
         try:
             payload = self.apply(peer, req, now)
         except Exception as e:  # one bad request must not take the shard down
-            print(f"shard {self.index}: {req[:2]!r} failed: {e!r}", file=sys.stderr)
-            if req[0] in (wire.RESERVE, wire.RESERVE_JOB):
-                return [req[1], FINAL, proto.INTERNAL_ERROR]
-            return [req[1], proto.INTERNAL_ERROR, 0]
+            payload = self.failed(req[0], req[1], e)
         return None if payload is None else [req[1], *payload]
+
+    def run(self, op: int, conn: int, args: list[Any], now: int) -> list[Any]:
+        """A plain request/reply op from the hosting acceptor: its payload, with no rid or
+        peer to carry (the acceptor's direct path, see Acceptor.call)."""
+        try:
+            if op == wire.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
+                return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
+            return HANDLERS[op](self.engine, conn, args, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failed(op, 0, e)
+
+    def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
+        """The payload for a request that raised: INTERNAL_ERROR to its client."""
+        print(f"shard {self.index}: {[op, rid]!r} failed: {error!r}", file=sys.stderr)
+        if op in (wire.RESERVE, wire.RESERVE_JOB):
+            return [FINAL, proto.INTERNAL_ERROR]
+        return [proto.INTERNAL_ERROR, 0]
 
     def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
