@@ -18,7 +18,9 @@ Kill modes: ``group`` (default) SIGKILLs every process of the server at once (it
 process group); ``supervisor`` SIGKILLs only the server's main pid (shardq's children
 then stop on their own); ``shard`` SIGKILLs one shardq shard process while the server
 keeps running: then clients must see a delay, not an error, no job may be delivered
-twice, and the drain runs on the same server.
+twice, and the drain runs on the same server; ``acceptor`` SIGKILLs shardq's acceptor
+(colocated, it also runs shard 0): its clients lose their connections, the supervisor
+restarts it, and the drain runs on the same server.
 
 Examples::
 
@@ -100,16 +102,25 @@ def cmdline(pid: int) -> list[str]:
         return []
 
 
-def shard_pids(server_pid: int) -> dict[int, int]:
-    """shard index -> pid of a shardq server's live shard processes."""
+def role_pids(server_pid: int) -> dict[str, int]:
+    """Role ('acceptor', 'coordinator', 'shard <i>') -> pid of a shardq server's children."""
     out = {}
     for pid in children_of(server_pid):
         args = cmdline(pid)
         if "shardq.child" in args:
             rest = args[args.index("shardq.child") + 1 :]
-            if len(rest) > 1 and rest[0] == "shard":
-                out[int(rest[1])] = pid
+            if len(rest) > 1:
+                out[f"shard {rest[1]}" if rest[0] == "shard" else rest[0]] = pid
     return out
+
+
+def shard_pids(server_pid: int) -> dict[int, int]:
+    """shard index -> pid of a shardq server's live shard processes."""
+    return {
+        int(role.split()[1]): pid
+        for role, pid in role_pids(server_pid).items()
+        if role.startswith("shard ")
+    }
 
 
 class Server:
@@ -523,6 +534,8 @@ def run_round(
         load.start()
         if kill == "shard":
             return _shard_round(server, load, ledger, seconds, tag, rng)
+        if kill == "acceptor":
+            return _acceptor_round(server, load, ledger, seconds, tag, rng)
         time.sleep(seconds * rng.uniform(0.6, 1.0))  # the load runs; the kill point varies
         load.killed.set()
         if kill == "supervisor":
@@ -581,6 +594,32 @@ def _shard_round(
     return result
 
 
+def _acceptor_round(
+    server: Server, load: Load, ledger: Ledger, seconds: float, tag: str, rng: random.Random
+) -> Result:
+    """SIGKILL the acceptor (which, colocated, also runs shard 0): its clients lose their
+    connections, the supervisor restarts it, shard 0 replays its log; drain that server."""
+    assert server.proc is not None
+    time.sleep(seconds * rng.uniform(0.6, 1.0))
+    victim = role_pids(server.proc.pid).get("acceptor")
+    if victim is None:
+        raise RuntimeError("no acceptor process found (is this a shardq server?)")
+    load.killed.set()
+    os.kill(victim, signal.SIGKILL)
+    load.join()
+    deadline = time.monotonic() + 15
+    while role_pids(server.proc.pid).get("acceptor") in (None, victim):
+        if time.monotonic() > deadline:
+            ledger.error("the acceptor was not restarted within 15 s")
+            break
+        time.sleep(0.02)
+    found, left = drain(server.port)  # waits in the listen backlog until it serves
+    result = judge(ledger, found, tag)
+    result.left_in_server = left
+    _check_stop(server, result)
+    return result
+
+
 def _check_stop(server: Server, result: Result) -> None:
     """shardq's graceful stop exits 0 (beanstalkd simply dies of SIGTERM)."""
     code = server.stop()
@@ -597,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seconds", type=float, default=3.0, help="load time per round [3]")
     ap.add_argument("--rounds", type=int, default=3, help="rounds [3]")
-    ap.add_argument("--kill", choices=("group", "supervisor", "shard"), default="group")
+    ap.add_argument("--kill", choices=("group", "supervisor", "shard", "acceptor"), default="group")
     ap.add_argument("--producers", type=int, default=6)
     ap.add_argument("--consumers", type=int, default=6)
     ap.add_argument("--seed", type=int, default=None)

@@ -272,6 +272,13 @@ def test_crash_one_shard_sigkill(tmp_path: Path) -> None:
     _crash_rounds(tmp_path, "shard")
 
 
+def test_crash_acceptor_sigkill(tmp_path: Path) -> None:
+    """The acceptor, which also runs shard 0, SIGKILLed under load: the supervisor restarts
+    it, shard 0 replays its log; nothing acknowledged is lost or comes back, nothing is
+    duplicated."""
+    _crash_rounds(tmp_path, "acceptor")
+
+
 def _tracer_pid(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
