@@ -39,6 +39,7 @@ RESERVED, OFFER, WAITING, FINAL, CANCELLED = 1, 2, 3, 4, 5
 
 # Timer kinds in the engine's heap; every entry is re-checked when it fires.
 _T_DELAY, _T_TTR, _T_PAUSE, _T_WAIT = 1, 2, 3, 4
+TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size
 
 
 def reserved_payload(job: Job) -> list[Any]:
@@ -55,6 +56,7 @@ class Engine:
         self.owned: dict[int, set[int]] = {}  # conn -> ids of jobs it has reserved or been offered
         self.waiters: dict[int, Waiter] = {}  # rid -> waiter
         self.timers: list[tuple[int, int, int, Any]] = []
+        self._timers_bound = TIMERS_MIN_BOUND  # compact the heap when it grows past this
         self.events: list[tuple[int, list[Any]]] = []
         self.total_jobs = 0
         self.job_timeouts = 0
@@ -103,6 +105,35 @@ class Engine:
     def _at(self, when: int, kind: int, key: Any) -> None:
         self._stamp += 1
         heapq.heappush(self.timers, (when, self._stamp, kind, key))
+        if len(self.timers) > self._timers_bound:
+            self._compact_timers()
+
+    def _compact_timers(self) -> None:
+        """Drop the timers that can no longer do anything. A timer is not removed when its
+        reason goes (a reserved job deleted, a delayed job kicked): it is checked when it
+        fires. Under steady load that would keep one dead entry per reserve for a whole
+        TTR; rebuilding when the heap doubles keeps it within twice the live timers, at an
+        amortised O(1) per timer."""
+        self.timers = [t for t in self.timers if self._timer_live(t[0], t[2], t[3])]
+        heapq.heapify(self.timers)
+        self._timers_bound = max(TIMERS_MIN_BOUND, 2 * len(self.timers))
+
+    def _timer_live(self, when: int, kind: int, key: Any) -> bool:
+        if kind == _T_PAUSE:
+            return True  # few, and cheap to keep
+        if kind == _T_WAIT:
+            waiter = self.waiters.get(key)
+            return waiter is not None and waiter.expire_at == when
+        return self._timed_job(kind, key, when) is not None
+
+    def _timed_job(self, kind: int, job_id: int, when: int) -> Job | None:
+        """The job a delay or TTR timer firing at `when` is still for, or None."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        if kind == _T_DELAY:
+            return job if job.state == State.DELAYED and job.deadline == when else None
+        return job if job.state == State.RESERVED and job.deadline + 1 == when else None
 
     def next_wakeup(self) -> int | None:
         return self.timers[0][0] if self.timers else None
@@ -124,15 +155,15 @@ class Engine:
             self._serve_tubes(unpaused, now)
 
     def _promote(self, job_id: int, when: int, now: int) -> None:
-        job = self.jobs.get(job_id)
-        if job is not None and job.state == State.DELAYED and job.deadline == when:
+        job = self._timed_job(_T_DELAY, job_id, when)
+        if job is not None:
             self._unlink_delayed(job)
             job.move("promote")
             self._enqueue(job, now)
 
     def _expire(self, job_id: int, when: int, now: int) -> None:
-        job = self.jobs.get(job_id)
-        if job is not None and job.state == State.RESERVED and job.deadline + 1 == when:
+        job = self._timed_job(_T_TTR, job_id, when)
+        if job is not None:
             self._unreserve(job)
             job.counts += TIMEOUT
             self.job_timeouts += 1

@@ -21,6 +21,7 @@ from shardq.engine import (
     OFFER,
     RESERVED,
     SAFETY_MARGIN,
+    TIMERS_MIN_BOUND,
     WAITING,
     Engine,
     reserved_payload,
@@ -1559,3 +1560,39 @@ def test_reserved_payload_matches_job_reply() -> None:
         job,
         the_job.deadline,
     ]
+
+
+# --------------------------------------------------------------------------- timer heap
+
+
+def test_timer_heap_stays_bounded_under_reserve_delete_churn(q: Q) -> None:
+    """Every reserve sets a TTR timer that is not removed when the job is deleted; the heap
+    is compacted so it stays within twice the live timers (plus a floor), not one entry per
+    reserve of the last TTR."""
+    for _ in range(20_000):
+        job = q.put(ttr=60)
+        assert q.reserve_id(1) == job
+        assert q.e.delete(1, job, q.now) == proto.DELETED
+        q.advance(1000)
+    assert len(q.e.timers) <= TIMERS_MIN_BOUND + 1
+
+
+def test_timer_compaction_keeps_the_live_timers(q: Q) -> None:
+    """Compaction must not drop a timer that still has work: delayed jobs still become ready,
+    reserved jobs still time out, and a waiting reserve still times out."""
+    delayed = q.put(delay=5)
+    held = q.put(ttr=10)
+    assert q.reserve_id(1) == held
+    waiting = q.reserve(2, ("other",), timeout=7)
+    assert waiting is None
+    for _ in range(TIMERS_MIN_BOUND + 10):  # churn past the bound: at least one compaction
+        job = q.put(tube="churn")
+        assert q.reserve_id(3, ("churn",)) == job
+        assert q.e.delete(3, job, q.now) == proto.DELETED
+    assert len(q.e.timers) < TIMERS_MIN_BOUND  # compacted
+    q.advance(5 * NS)
+    assert q.state(delayed) == "ready"
+    q.advance(2 * NS)
+    assert [payload[1] for _, payload in q.events()] == [proto.TIMED_OUT]
+    q.advance(4 * NS)
+    assert q.state(held) == "ready"  # its TTR ran out
