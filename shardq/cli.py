@@ -179,9 +179,9 @@ def serve(
     except ConfigError as e:
         raise _fail(str(e)) from None
 
-    from shardq.supervisor import serve as run_server  # lazy: config errors need no server
+    from shardq.supervisor import exec_supervisor  # lazy: config errors need no server
 
-    raise typer.Exit(run_server(config))
+    exec_supervisor(config)
 
 
 @app.command()

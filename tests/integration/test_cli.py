@@ -116,7 +116,7 @@ def fake_supervisor(monkeypatch):
     """Stand-in for shardq.supervisor that records the Config it was given."""
     seen: list[Config] = []
     module = types.ModuleType("shardq.supervisor")
-    module.serve = lambda config: seen.append(config) or 0  # type: ignore[attr-defined]
+    module.exec_supervisor = seen.append  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "shardq.supervisor", module)
     return seen
 
