@@ -95,7 +95,9 @@ def compare_cmd(
     ),
     b: Annotated[str, typer.Option("--b", help="Server B command.")] = "shardq serve -p {port}",
     rounds: Annotated[int, typer.Option("--rounds", "-r", min=1)] = 3,
-    matrix: Annotated[str, typer.Option("--matrix", help="standard or quick.")] = "standard",
+    matrix: Annotated[
+        str, typer.Option("--matrix", help="standard, quick or memory.")
+    ] = "standard",
     duration: Annotated[
         float | None, typer.Option("--duration", "-d", help="Seconds per cell.")
     ] = None,
@@ -113,8 +115,8 @@ def compare_cmd(
     """Run the same matrix against server A and server B, alternating, and print B/A."""
     from shardq.bench.compare import compare, format_table
 
-    if matrix not in ("standard", "quick"):
-        typer.echo("shardq bench compare: --matrix is standard or quick", err=True)
+    if matrix not in ("standard", "quick", "memory"):
+        typer.echo("shardq bench compare: --matrix is standard, quick or memory", err=True)
         raise typer.Exit(2)
     shards = [int(x) for x in scaling.split(",")] if scaling else None
     progress = _progress_wanted(as_json)
