@@ -49,6 +49,8 @@ POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond p
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 LOCAL = b""  #: the peer identity of the acceptor's own requests to its hosted shard
+SPIN_S = 100e-6  #: how long poll_briefly polls before sleeping (measured: docs/BENCHMARKS.md)
+SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
 SPARE_BLOCKS = 4  #: id blocks leased ahead per shard
 MAX_CACHED_TUBES = 10_000  #: shard_of cache bound (clients may invent any number of names)
 NO_REPLY = frozenset(
@@ -224,6 +226,7 @@ class Acceptor:
         self.draining = False
         self.last_stamp = 0
         self.retry_soon = False
+        self.worked = False  # the last turn had something to do (see poll_briefly)
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
         self.blocks_loaded = False
         self.serving = False  # accepting clients: only once the id-block table is loaded
@@ -837,7 +840,12 @@ class Acceptor:
                 timeout = 0
             else:
                 self.touched.discard(s)  # its fd fires when anything arrives
-        events = self.sel.select(timeout)
+        events = None
+        if timeout and self.worked and len(self.conns) <= SPIN_MAX_CONNS:
+            events = self.poll_briefly()
+        if not events:
+            events = self.sel.select(timeout)
+        self.worked = bool(events)
         if self.hosted is not None:
             self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
         for key, mask in events:
@@ -857,6 +865,17 @@ class Acceptor:
             self.run_hosted(self.hosted)
         self.flush_requests()
         self.flush_output()
+
+    def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """Poll without sleeping for up to SPIN_S after a turn that did work. A client that
+        waits for each answer sends its next command within tens of µs; catching it awake
+        is cheaper than sleeping in epoll and being woken. Only with few connections: with
+        many there is nearly always input, and the other core belongs to the clients."""
+        until = time.monotonic() + SPIN_S
+        while True:
+            events = self.sel.select(0)
+            if events or time.monotonic() >= until:
+                return events
 
     def run_hosted(self, server: ShardServer) -> None:
         """Apply the requests for the hosted shard, and whatever their answers lead to, until
