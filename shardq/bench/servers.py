@@ -67,7 +67,7 @@ def role(pid: int) -> str:
     if "shardq.child" in args:
         i = args.index("shardq.child")
         return args[i + 1] if i + 1 < len(args) else "child"
-    if "shardq" in args or "serve" in args:
+    if "shardq.supervisor" in args or "serve" in args:
         return "supervisor"
     return Path(args[0]).name if args else "?"
 
