@@ -46,23 +46,24 @@ def wait_exit(proc: subprocess.Popen, timeout: float = 15.0) -> int:
     return proc.wait(timeout=timeout)
 
 
-def kill_whole(server) -> None:
-    """SIGKILL every process of the server at once (its own session/process group)."""
-    os.killpg(server.proc.pid, signal.SIGKILL)
+def wait_group_gone(server, problem: str) -> None:
+    """Wait (10 s at most) until no process of the server's process group is left."""
     server.proc.wait(timeout=10)
     deadline = time.monotonic() + 10
     while crash_test.group_members(server.proc.pid):
-        assert time.monotonic() < deadline, "processes of the killed server still run"
+        assert time.monotonic() < deadline, problem
         time.sleep(0.02)
+
+
+def kill_whole(server) -> None:
+    """SIGKILL every process of the server at once (its own session/process group)."""
+    os.killpg(server.proc.pid, signal.SIGKILL)
+    wait_group_gone(server, "processes of the killed server still run")
 
 
 def kill_supervisor(server) -> None:
     server.proc.kill()
-    server.proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while crash_test.group_members(server.proc.pid):
-        assert time.monotonic() < deadline, "children outlived the supervisor"
-        time.sleep(0.02)
+    wait_group_gone(server, "children outlived the supervisor")
 
 
 def graceful(server) -> None:
