@@ -146,11 +146,22 @@ class Conn:
 class CrossReserve:
     """A reserve over tubes on several shards, in progress."""
 
-    __slots__ = ("conn", "rids", "live", "answered", "offers", "done", "expire_at", "reply")
+    __slots__ = (
+        "conn",
+        "rids",
+        "tubes",
+        "live",
+        "answered",
+        "offers",
+        "done",
+        "expire_at",
+        "reply",
+    )
 
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
         self.rids: dict[int, int] = {}  # rid -> shard
+        self.tubes: dict[int, list[str]] = {}  # rid -> the watched tubes on its shard
         self.live: set[int] = set()  # rids whose shard may still offer a job
         self.answered: set[int] = set()  # rids whose shard gave its first answer
         self.offers: list[list[Any]] = []
@@ -374,9 +385,42 @@ class Acceptor:
                 for job_id, deadline in conn.reserved.items():
                     if deadline >= now and self.job_shard(job_id) == target:
                         refs.append([wire.REASSERT, 0, conn.id, job_id, deadline])
-        resend = [self.resent(req) for _, (t, req) in sorted(self.inflight.items()) if t == target]
+        self.reask_offers(target)
+        resend = []
+        for rid, (t, req) in sorted(self.inflight.items()):
+            if t != target:
+                continue
+            if req[2] == 0 or req[2] in self.conns:
+                resend.append(self.resent(req))
+            else:
+                self.drop_request(rid)  # its connection is gone: nothing of it survives
         queued = [r for r in self.outq.get(target, []) if r[1] not in self.inflight]
         self.outq[target] = refs + resend + queued
+
+    def reask_offers(self, target: int) -> None:
+        """Offers from the target that a cross-shard reserve collected and has not settled yet
+        died with the process (the restarted shard has the jobs ready again): ask again, so
+        an ACCEPT never goes out for a job the shard no longer holds for the connection."""
+        for cross in {id(x): x for x in self.cross.values()}.values():
+            if cross.done:
+                continue
+            for offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
+                cross.offers.remove(offer)
+                rid = offer[0]
+                cross.answered.discard(rid)
+                cross.live.add(rid)
+                req = [wire.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
+                self.inflight[rid] = (target, req)  # resent below with the other requests
+
+    def drop_request(self, rid: int) -> None:
+        """Forget an unanswered request of a closed connection instead of resending it to a
+        restarted process (a reserve sent again would wait, or take a job, for nobody). A
+        cross-shard reserve's part counts as cancelled: no offer can come from it."""
+        self.inflight.pop(rid, None)
+        self.pending.pop(rid, None)
+        cross = self.cross.get(rid)
+        if cross is not None:
+            self.on_cross(rid, cross, [CANCELLED])
 
     def on_replies(self, batch: list[list[Any]]) -> None:
         for reply in batch:
@@ -390,10 +434,21 @@ class Acceptor:
             self.inflight.pop(rid, None)
             entry = self.pending.pop(rid, None)
             if entry is None:
+                if payload and payload[0] == OFFER:
+                    self.decline_stray(payload)
                 continue
             conn, done = entry
             if conn is None or not conn.closed:
                 done(conn, payload)  # type: ignore[arg-type]
+
+    def decline_stray(self, offer: list[Any]) -> None:
+        """An offer for a reserve this acceptor no longer tracks: give the job back. Offers
+        and cancels are ordered, so this should not happen; if it does, a job must not stay
+        offered to a connection that is not waiting for it."""
+        job_id, conn_id = offer[2], offer[6]
+        shard = self.job_shard(job_id)
+        if shard is not None:
+            self.outq.setdefault(shard, []).append([wire.DECLINE, 0, conn_id, job_id])
 
     # ----------------------------------------------------------------- output
     def reply(self, conn: Conn, data: bytes) -> None:
@@ -468,6 +523,7 @@ class Acceptor:
                 self.finish_cross(conn.waiting, proto.TIMED_OUT)
             elif conn.waiting is not None:
                 self.pending.pop(conn.waiting, None)
+                self.inflight.pop(conn.waiting, None)
                 conn.waiting = None
                 conn.out += proto.TIMED_OUT
                 conn.busy = False
@@ -508,6 +564,10 @@ class Acceptor:
         conn.sock.close()
         if isinstance(conn.waiting, CrossReserve):
             self.finish_cross(conn.waiting, None)
+        elif conn.waiting is not None:  # the DISCONNECT below ends it in the shard
+            self.pending.pop(conn.waiting, None)
+            self.inflight.pop(conn.waiting, None)
+            conn.waiting = None
         for shard in conn.shards:
             self.request(shard, wire.DISCONNECT, conn, [], None)
         self.request(self.shard_of(conn.use), wire.REF, conn, [conn.use, -1, 0], None)
@@ -694,6 +754,7 @@ class Acceptor:
         for shard, tubes in by_shard.items():
             rid = self.request(shard, wire.RESERVE, conn, [tubes, None, None, True], None)
             cross.rids[rid] = shard
+            cross.tubes[rid] = tubes
             cross.live.add(rid)
             self.cross[rid] = cross
 
@@ -733,9 +794,8 @@ class Acceptor:
         """Every shard has answered once: take the best offer, or decide to wait or stop."""
         if cross.offers:
             best = min(cross.offers, key=lambda o: (o[5], o[6]))
-            for offer in cross.offers:
-                op = wire.ACCEPT if offer is best else wire.DECLINE
-                self.request(cross.rids[offer[0]], op, cross.conn, [offer[3]], None)
+            cross.offers.remove(best)
+            self.request(cross.rids[best[0]], wire.ACCEPT, cross.conn, [best[3]], None)
             cross.conn.reserved[best[3]] = time.monotonic_ns() + best[4]  # TTR starts on accept
             self.finish_cross(cross, best[2])
             return
@@ -747,6 +807,8 @@ class Acceptor:
 
     def finish_cross(self, cross: CrossReserve, reply: bytes | None) -> None:
         cross.done = True
+        for offer in cross.offers:  # collected, never settled: each goes back to its place
+            self.request(cross.rids[offer[0]], wire.DECLINE, cross.conn, [offer[3]], None)
         cross.offers.clear()
         for rid in cross.live:
             if rid in self.cross:
@@ -879,31 +941,29 @@ class Acceptor:
 
     def run_hosted(self, server: ShardServer) -> None:
         """Apply the requests for the hosted shard, and whatever their answers lead to, until
-        nothing is left; commit its log; only then may this turn's replies go out."""
+        nothing is left; commit its log; only then may this turn's replies go out. Replies
+        and engine events reach on_replies in the order they happened (see
+        ShardCore.handle_into), events of commands applied directly (call) included."""
         core, index, out = server.core, self.hosted_index, self.hosted_out
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
         if server.sock in self.touched and server.sock.getsockopt(ZMQ_EVENTS) & POLLIN:
             server.take_messages(now, out)  # the coordinator, another acceptor
+        handle_into = core.handle_into
         while True:
+            if core.engine.events:
+                core.route_events(out)  # from direct runs, before anything queued after them
             batch = self.outq.get(index)
             if batch:
                 self.outq[index] = []
-                handle = core.handle
-                replies = []
                 for req in batch:
-                    reply = handle(LOCAL, req, now)
-                    if reply is not None:
-                        replies.append(reply)
-                self.on_replies(replies)  # may run more commands for the hosted shard
-                continue
-            events = core.take_events(now)
-            if not events:
+                    handle_into(LOCAL, req, now, out)
+            else:
+                core.take_events(now, out)
+            local = out.pop(LOCAL, None)
+            if local:
+                self.on_replies(local)  # may run more commands for the hosted shard
+            elif not batch:
                 break
-            for peer, reply in events:
-                if peer == LOCAL:
-                    self.on_replies([reply])
-                else:
-                    out.setdefault(peer, []).append(reply)
             now = time.monotonic_ns()
         core.commit()
         if out:

@@ -375,6 +375,7 @@ class Engine:
             job.ttr * NS,
             key >> 128,  # pri
             key >> 64 & ID_MASK,  # seq
+            conn,  # whoever receives an offer it cannot place declines it for this conn
         ]
 
     def _drop_waiter(self, waiter: Waiter) -> None:
@@ -422,11 +423,15 @@ class Engine:
             self._at(expire_at, _T_WAIT, rid)
         return [WAITING] if offer else None
 
-    def cancel(self, rid: int) -> None:
-        """Withdraw a waiting reserve (the acceptor timed it out or was served elsewhere)."""
+    def cancel(self, rid: int) -> bool:
+        """Withdraw a waiting reserve (the acceptor timed it out or was served elsewhere).
+        False when there was no such waiter: it was served already, and its answer (an
+        event) is on its way or still in `events`."""
         waiter = self.waiters.get(rid)
-        if waiter is not None:
-            self._drop_waiter(waiter)
+        if waiter is None:
+            return False
+        self._drop_waiter(waiter)
+        return True
 
     def accept(self, conn: int, job_id: int, now: int) -> None:
         """The cross-shard reserver took the offered job: it is now reserved by it."""

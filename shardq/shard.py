@@ -34,6 +34,7 @@ MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
 Handler = Callable[[Engine, int, list[Any], int], Any]
+Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
 
 
 def _bytes(fn: Callable[..., bytes]) -> Handler:
@@ -129,6 +130,26 @@ class ShardCore:
             payload = self.failed(req[0], req[1], e)
         return None if payload is None else [req[1], *payload]
 
+    def handle_into(self, peer: bytes, req: list[Any], now: int, out: Outbox) -> None:
+        """Apply one request and put its reply, and the events it caused, into `out` in the
+        order they happened. The order matters: a put that serves an offer-mode waiter and
+        a CANCEL of that waiter in the same batch must reach the acceptor as OFFER, then
+        CANCELLED, or the acceptor would think no offer could follow and strand the job."""
+        reply = self.handle(peer, req, now)
+        if reply is not None:
+            out.setdefault(peer, []).append(reply)
+        if self.engine.events:
+            self.route_events(out)
+
+    def route_events(self, out: Outbox) -> None:
+        """What the engine answered on its own so far, to the peers that wait for it."""
+        events = self.engine.events
+        for rid, payload in events:
+            peer = self.waiting_peer.pop(rid, None)
+            if peer is not None:
+                out.setdefault(peer, []).append([rid, *payload])
+        events.clear()
+
     def run(self, op: int, conn: int, args: list[Any], now: int) -> list[Any]:
         """A plain request/reply op from the hosting acceptor: its payload, with no rid or
         peer to carry (the acceptor's direct path, see Acceptor.call)."""
@@ -157,24 +178,18 @@ class ShardCore:
                 self.waiting_peer[rid] = peer
             return payload
         if op == wire.CANCEL:
-            self.engine.cancel(rid)
-            self.waiting_peer.pop(rid, None)
+            if self.engine.cancel(rid):
+                self.waiting_peer.pop(rid, None)
+            # else the waiter was served: its event still needs the peer (route_events)
             return [CANCELLED]  # no offer for this rid can follow
         return HANDLERS[op](self.engine, conn, args, now)
 
-    def take_events(self, now: int) -> list[tuple[bytes, list[Any]]]:
-        """Run the timers; what the engine answered on its own, as (peer, reply) pairs."""
+    def take_events(self, now: int, out: Outbox) -> None:
+        """Run the timers; what the engine answered on its own goes into `out`."""
         engine = self.engine
         engine.tick(now)
-        if not engine.events:
-            return []
-        out = []
-        for rid, payload in engine.events:
-            peer = self.waiting_peer.pop(rid, None)
-            if peer is not None:
-                out.append((peer, [rid, *payload]))
-        engine.events.clear()
-        return out
+        if engine.events:
+            self.route_events(out)
 
     def commit(self) -> None:
         """Group commit, before any reply of the turn leaves: this turn's log records in one
@@ -252,9 +267,7 @@ class ShardServer:
                 print(f"shard {core.index}: dropped a malformed message", file=sys.stderr)
                 continue
             for req in batch:
-                reply = core.handle(peer, req, now)
-                if reply is not None:
-                    out.setdefault(peer, []).append(reply)
+                core.handle_into(peer, req, now, out)
 
     def send_replies(self, out: dict[bytes, list]) -> None:
         for peer, replies in out.items():
@@ -268,8 +281,7 @@ class ShardServer:
             now = time.monotonic_ns()
             core.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
             self.take_messages(now, out)
-        for peer, reply in core.take_events(time.monotonic_ns()):
-            out.setdefault(peer, []).append(reply)
+        core.take_events(time.monotonic_ns(), out)
         core.commit()  # before any reply: an answered change is in the log
         self.send_replies(out)
 

@@ -860,7 +860,7 @@ def test_touch_repeatedly_keeps_the_job(q: Q) -> None:
 def test_offer_reserve_with_a_ready_job_offers_it(q: Q) -> None:
     job = q.put(pri=4, ttr=9, body=b"hey", seq=77)
     payload = q.reserve(5, offer=True)
-    assert payload == [OFFER, reserved(job, b"hey"), job, 9 * NS, 4, 77]
+    assert payload == [OFFER, reserved(job, b"hey"), job, 9 * NS, 4, 77, 5]
     assert q.state(job) == "ready"  # clients still see it as ready
     assert q.stats_tube()["current-jobs-ready"] == "1"
     assert q.e.peek(job) == found(job, b"hey")
