@@ -179,7 +179,7 @@ def serve(
     except ConfigError as e:
         raise _fail(str(e)) from None
 
-    from shardq.supervisor import exec_supervisor  # lazy: config errors need no server
+    from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
 
     exec_supervisor(config)
 

@@ -107,8 +107,8 @@ def role_pids(server_pid: int) -> dict[str, int]:
     out = {}
     for pid in children_of(server_pid):
         args = cmdline(pid)
-        if "shardq.child" in args:
-            rest = args[args.index("shardq.child") + 1 :]
+        if "shardq.processes.child" in args:
+            rest = args[args.index("shardq.processes.child") + 1 :]
             if len(rest) > 1:
                 out[f"shard {rest[1]}" if rest[0] == "shard" else rest[0]] = pid
     return out

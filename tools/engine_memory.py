@@ -15,8 +15,8 @@ import os
 import sys
 import time
 
-from shardq.child import GC_THRESHOLDS
-from shardq.engine import Engine
+from shardq.engine.engine import Engine
+from shardq.processes.child import GC_THRESHOLDS
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -64,10 +64,10 @@ def role(pid: int) -> str:
             args = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
     except OSError:
         return "?"
-    if "shardq.child" in args:
-        i = args.index("shardq.child")
+    if "shardq.processes.child" in args:
+        i = args.index("shardq.processes.child")
         return args[i + 1] if i + 1 < len(args) else "child"
-    if "shardq.supervisor" in args or "serve" in args:
+    if "shardq.processes.supervisor" in args or "serve" in args:
         return "supervisor"
     return Path(args[0]).name if args else "?"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from shardq.events import EVENTS
+from shardq.storage.events import EVENTS
 
 #: Events counted per tube, in the order of the `tubes.csv` columns (touch is not counted).
 COUNTED = ("put", "reserve", "release", "bury", "kick", "timeout", "delete")

@@ -1,4 +1,4 @@
-"""The Spark read schema of the event log, mirroring `shardq.events.FIELDS`.
+"""The Spark read schema of the event log, mirroring `shardq.storage.events.FIELDS`.
 
 An explicit schema saves Spark a full pass over the input (schema inference) and turns
 malformed lines into all-null rows that `metrics.clean` drops, instead of failing the job.
@@ -15,7 +15,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from shardq.events import FIELDS
+from shardq.storage.events import FIELDS
 
 _TYPES = {
     "ts": DoubleType(),

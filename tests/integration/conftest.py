@@ -88,11 +88,11 @@ def pids_mentioning(text: str) -> list[int]:
 
 
 def child_role(pid: int) -> str | None:
-    """'coordinator', 'acceptor' or 'shard <i>' for a `python -m shardq.child` process."""
+    """'coordinator', 'acceptor' or 'shard <i>' for a `python -m shardq.processes.child` process."""
     args = cmdline(pid)
-    if "shardq.child" not in args:
+    if "shardq.processes.child" not in args:
         return None
-    rest = args[args.index("shardq.child") + 1 :]
+    rest = args[args.index("shardq.processes.child") + 1 :]
     if not rest:
         return None
     return f"shard {rest[1]}" if rest[0] == "shard" else rest[0]

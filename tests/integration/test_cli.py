@@ -113,11 +113,11 @@ def test_unknown_flag_is_a_usage_error(tmp_path):
 
 @pytest.fixture
 def fake_supervisor(monkeypatch):
-    """Stand-in for shardq.supervisor that records the Config it was given."""
+    """Stand-in for shardq.processes.supervisor that records the Config it was given."""
     seen: list[Config] = []
-    module = types.ModuleType("shardq.supervisor")
+    module = types.ModuleType("shardq.processes.supervisor")
     module.exec_supervisor = seen.append  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "shardq.supervisor", module)
+    monkeypatch.setitem(sys.modules, "shardq.processes.supervisor", module)
     return seen
 
 

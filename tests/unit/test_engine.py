@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from shardq import proto
-from shardq.engine import (
+from shardq.engine.engine import (
     FINAL,
     OFFER,
     RESERVED,
@@ -26,8 +25,9 @@ from shardq.engine import (
     Engine,
     reserved_payload,
 )
-from shardq.job import NS, URGENT_PRI, State
-from shardq.tube import Tube
+from shardq.engine.job import NS, URGENT_PRI, State
+from shardq.engine.tube import Tube
+from shardq.protocol import proto
 
 T0 = 1_000 * NS  #: the fake clock's start; not 0, so "0" never hides a missing addition
 

@@ -1,4 +1,4 @@
-"""shardq.events: the record format, hour and size rotation, and dropping on a bad disk."""
+"""shardq.storage.events: the record format, hour and size rotation, and dropping on a bad disk."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shardq.config import load_config
-from shardq.events import EVENTS, FIELDS, EventLog, parse_line
+from shardq.storage.events import EVENTS, FIELDS, EventLog, parse_line
 
 HOUR = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
 NS = 1_000_000_000

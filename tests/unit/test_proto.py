@@ -1,4 +1,4 @@
-"""Table tests for shardq.proto: bytes in, commands out, no sockets.
+"""Table tests for shardq.protocol.proto: bytes in, commands out, no sockets.
 
 Every expectation was checked against a live beanstalkd 1.12 (Debian 1.12-2)
 except the documented shardq fixes, marked FIX: over-long lines and bare CR
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from shardq.commands import (
+from shardq.protocol.commands import (
     Bury,
     Command,
     Delete,
@@ -40,7 +40,7 @@ from shardq.commands import (
     Use,
     Watch,
 )
-from shardq.proto import (
+from shardq.protocol.proto import (
     BAD_FORMAT,
     EXPECTED_CRLF,
     JOB_TOO_BIG,
@@ -484,7 +484,7 @@ def test_yaml_list() -> None:
 
 
 def test_fixed_replies_are_full_lines() -> None:
-    import shardq.proto as proto
+    import shardq.protocol.proto as proto
 
     names = [
         "DELETED",

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
+from shardq.cluster.routing import ID_BLOCK, block_ids, id_block, tube_shard
 
 
 @pytest.mark.parametrize(

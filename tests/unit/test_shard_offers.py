@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 import zmq
 
-from shardq import proto, wire
-from shardq.engine import CANCELLED, OFFER, WAITING
-from shardq.shard import ShardCore, ShardServer
+from shardq.cluster import wire
+from shardq.engine.engine import CANCELLED, OFFER, WAITING
+from shardq.processes.shard import ShardCore, ShardServer
+from shardq.protocol import proto
 
 READER, WRITER = 7, 8  # connection ids
 

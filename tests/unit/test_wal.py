@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from shardq import wal as walmod
-from shardq.engine import RESERVED, Engine
-from shardq.job import NS, State
-from shardq.wal import HEADER, HEADROOM, REC_HEAD, Wal, decode_segment, encode
+from shardq.engine.engine import RESERVED, Engine
+from shardq.engine.job import NS, State
+from shardq.storage import wal as walmod
+from shardq.storage.wal import HEADER, HEADROOM, REC_HEAD, Wal, decode_segment, encode
 
 T0 = 1_000 * NS  #: the fake monotonic clock's start
 WALL0 = 1_700_000_000 * NS  #: wall clock minus monotonic clock in the first "process"

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from shardq.commands import (
+from shardq.protocol.commands import (
     Bury,
     Command,
     Delete,

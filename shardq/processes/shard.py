@@ -24,11 +24,13 @@ from typing import Any
 
 import zmq
 
-from shardq import lifeline, proto, wire
-from shardq.engine import CANCELLED, FINAL, WAITING, Engine
-from shardq.events import EventLog
-from shardq.routing import tube_shard
-from shardq.wal import Wal
+from shardq.cluster import wire
+from shardq.cluster.routing import tube_shard
+from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
+from shardq.processes import lifeline
+from shardq.protocol import proto
+from shardq.storage.events import EventLog
+from shardq.storage.wal import Wal
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from shardq.job import URGENT_KEY, Job
+from shardq.engine.job import URGENT_KEY, Job
 
 
 @dataclass(slots=True, eq=False)

@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
-from shardq import proto
-from shardq.job import (
+from shardq.engine.job import (
     BURY,
     ID_MASK,
     KICK,
@@ -29,7 +28,8 @@ from shardq.job import (
     Job,
     State,
 )
-from shardq.tube import Tube, Waiter
+from shardq.engine.tube import Tube, Waiter
+from shardq.protocol import proto
 
 RECORD_OVERHEAD = 100  #: log bytes of a job beyond its body, roughly
 SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR runs out

@@ -21,7 +21,10 @@ from typing import Any
 
 import zmq
 
-from shardq import __version__, lifeline, proto, wire
+from shardq import __version__
+from shardq.cluster import wire
+from shardq.processes import lifeline
+from shardq.protocol import proto
 
 RESEND_AFTER_S = 1.0  #: a fan-out still unanswered after this long is asked again
 

@@ -86,7 +86,7 @@ def check_layout(wal_dir: str, shards: int) -> None:
 
 
 def child_argv(role: str, *args: object) -> list[str]:
-    return [sys.executable, "-m", "shardq.child", role, *map(str, args)]
+    return [sys.executable, "-m", "shardq.processes.child", role, *map(str, args)]
 
 
 class Supervisor:
@@ -249,7 +249,12 @@ def exec_supervisor(config: Config) -> NoReturn:
     resident for the server's whole life (≈ 18 MiB of RSS, measured)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = [sys.executable, "-m", "shardq.supervisor", json.dumps(dataclasses.asdict(config))]
+    argv = [
+        sys.executable,
+        "-m",
+        "shardq.processes.supervisor",
+        json.dumps(dataclasses.asdict(config)),
+    ]
     os.execv(sys.executable, argv)
 
 

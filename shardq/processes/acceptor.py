@@ -36,12 +36,14 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from shardq import commands as c
-from shardq import lifeline, proto, wire
-from shardq.engine import CANCELLED, OFFER, RESERVED, SAFETY_MARGIN, WAITING
-from shardq.job import NS
-from shardq.routing import ID_BLOCK, block_ids, id_block, tube_shard
-from shardq.shard import ShardCore, ShardServer
+from shardq.cluster import wire
+from shardq.cluster.routing import ID_BLOCK, block_ids, id_block, tube_shard
+from shardq.engine.engine import CANCELLED, OFFER, RESERVED, SAFETY_MARGIN, WAITING
+from shardq.engine.job import NS
+from shardq.processes import lifeline
+from shardq.processes.shard import ShardCore, ShardServer
+from shardq.protocol import commands as c
+from shardq.protocol import proto
 
 RECV_BYTES = 256 * 1024
 COORDINATOR = -1  #: target index for the coordinator in request batches

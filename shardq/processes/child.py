@@ -1,4 +1,4 @@
-"""Entry point of the supervised processes: `python -m shardq.child ROLE ARGS...`."""
+"""Entry point of the supervised processes: `python -m shardq.processes.child ROLE ARGS...`."""
 
 from __future__ import annotations
 
@@ -43,16 +43,16 @@ def main(argv: list[str]) -> None:
     if role != "acceptor":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     if role == "shard":
-        from shardq.shard import main as run
+        from shardq.processes.shard import main as run
 
         run(int(args[0]), int(args[1]), args[2], args[3], args[4], args[5:])
     elif role == "coordinator":
-        from shardq.coordinator import main as run
+        from shardq.processes.coordinator import main as run
 
         run(args[0], args[1], int(args[2]), int(args[3]))
     elif role == "acceptor":
-        from shardq.acceptor import main as run
-        from shardq.shard import open_core
+        from shardq.processes.acceptor import main as run
+        from shardq.processes.shard import open_core
 
         rest = [a for a in args[5:] if a != "--draining"]
         hosted = None
