@@ -1,0 +1,336 @@
+"""The beanstalk commands: one named handler per command class, and the help they share."""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from shardq.cluster import wire
+from shardq.engine.engine import RESERVED
+from shardq.processes.acceptor.conn import COORDINATOR, Conn, Done
+from shardq.protocol import commands as c
+from shardq.protocol import proto
+
+if TYPE_CHECKING:
+    from shardq.processes.acceptor.loop import Acceptor
+
+
+class Commands:
+    """A room of the Acceptor (loop.py); see the module docstring."""
+
+    def joins_pipe(self: Acceptor, conn: Conn, cmd: c.Command) -> bool:
+        """Would this command go, pipelined, to the shard the connection's pipeline uses?"""
+        kind = type(cmd)
+        if kind is c.Put:
+            shard = self.shard_of(conn.use)
+            return (
+                cmd.error is None
+                and not self.draining
+                and self.next_id.get(shard, 0) < self.end_id.get(shard, 0)
+                and (shard == conn.pipe_target)
+            )
+        if kind in BY_ID:
+            return self.job_shard(cmd.id) == conn.pipe_target
+        if kind in BY_USED_TUBE:
+            return self.shard_of(conn.use) == conn.pipe_target
+        if kind is c.StatsTube or kind is c.PauseTube:
+            return self.shard_of(cmd.tube) == conn.pipe_target
+        return False
+
+    def forward(
+        self: Acceptor,
+        conn: Conn,
+        target: int | None,
+        op: int,
+        args: list[Any],
+        done: Done | None = None,
+    ) -> None:
+        """Send a command to the process that owns its data; reply with what it answers."""
+        if target is None:
+            self.reply(conn, proto.NOT_FOUND)
+            return
+        self.call(conn, target, op, args, done or self.reply_first)
+
+    def reply_first(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
+        """Most answers: the reply bytes the shard formatted."""
+        self.reply(conn, payload[0])
+
+    def by_id(
+        self: Acceptor, conn: Conn, op: int, job_id: int, args: list[Any], done: Done | None = None
+    ) -> None:
+        self.forward(conn, self.job_shard(job_id), op, [job_id, *args], done)
+
+    def do_put(self: Acceptor, conn: Conn, cmd: c.Put) -> None:
+        if cmd.error == proto.JOB_TOO_BIG:
+            self.reply(conn, cmd.error)
+            return
+        conn.producer = True
+        shard = self.shard_of(conn.use)
+        job_id = self.take_id(shard)
+        if job_id is not None:
+            self.put_with_id(conn, cmd, shard, job_id)
+            return
+        conn.busy = True  # until the id is there (a block has to be leased first)
+
+        def with_id(job_id: int) -> None:
+            conn.busy = False
+            self.put_with_id(conn, cmd, shard, job_id)
+
+        self.alloc_id(shard, with_id)
+
+    def put_with_id(self: Acceptor, conn: Conn, cmd: c.Put, shard: int, job_id: int) -> None:
+        """The id is spent whatever happens next, as in beanstalkd."""
+        if cmd.error is not None:
+            self.reply(conn, cmd.error)
+        elif self.draining:
+            self.reply(conn, proto.DRAINING)
+        elif not conn.closed:
+            args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
+            self.call(conn, shard, wire.PUT, args, self.reply_first)
+
+    def put_stamp(self: Acceptor) -> int:
+        """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
+        self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
+        return self.last_stamp
+
+    def forget(self: Acceptor, job_id: int) -> Done:
+        def done(conn: Conn, payload: list[Any]) -> None:
+            conn.reserved.pop(job_id, None)
+            self.reply(conn, payload[0])
+
+        return done
+
+    def do_reserve_job(self: Acceptor, conn: Conn, cmd: c.ReserveJob) -> None:
+        shard = self.job_shard(cmd.id)
+        if shard is not None:
+            conn.shards.add(shard)
+        self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
+
+    def on_reserved_job(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
+        if payload[0] == RESERVED:
+            conn.worker = True  # beanstalkd counts a worker only when reserve-job succeeds
+        self.on_reserved(conn, payload)
+
+    def on_touched(self: Acceptor, job_id: int) -> Done:
+        def done(conn: Conn, payload: list[Any]) -> None:
+            if payload[1]:
+                conn.reserved[job_id] = payload[1]
+            self.reply(conn, payload[0])
+
+        return done
+
+    def quit(self: Acceptor, conn: Conn) -> None:
+        """`quit` has no reply; whatever the client pipelined after it is dropped."""
+        self.finish(conn)
+
+    def do_use(self: Acceptor, conn: Conn, cmd: c.Use) -> None:
+        old, conn.use = conn.use, cmd.tube
+        if old == cmd.tube:
+            self.reply(conn, proto.using(cmd.tube))
+            return
+        self.request(self.shard_of(old), wire.REF, conn, [old, -1, 0], None)
+        self.forward(
+            conn,
+            self.shard_of(cmd.tube),
+            wire.REF,
+            [cmd.tube, 1, 0],
+            lambda k, p: self.reply(k, proto.using(cmd.tube)),
+        )
+
+    def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
+        if cmd.tube in conn.watch:
+            self.reply(conn, proto.watching(len(conn.watch)))
+            return
+        conn.watch.append(cmd.tube)
+        done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
+        self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, 1], done)
+
+    def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
+        if cmd.tube not in conn.watch:
+            self.reply(conn, proto.watching(len(conn.watch)))
+            return
+        if len(conn.watch) == 1:
+            self.reply(conn, proto.NOT_IGNORED)
+            return
+        i = conn.watch.index(cmd.tube)
+        conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
+        conn.watch.pop()
+        done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
+        self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, -1], done)
+
+    def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        utime, stime = usage.ru_utime, usage.ru_stime
+        if self.hosted is not None:
+            utime = stime = 0.0  # the hosted shard's COUNTS already report this process
+        fields = {
+            **self.stats,
+            "max-job-size": self.max_job_size,
+            "current-connections": len(self.conns),
+            "current-producers": sum(k.producer for k in self.conns.values()),
+            "current-workers": sum(k.worker for k in self.conns.values()),
+            "current-waiting": sum(k.waiting is not None for k in self.conns.values()),
+            "total-connections": self.total_connections,
+            "draining": self.draining,
+            "rusage-utime": utime,
+            "rusage-stime": stime,
+        }
+        self.forward(conn, COORDINATOR, wire.STATS, [fields])
+
+
+#: command class -> the `cmd-*` stats counter it bumps
+STAT_KEYS: dict[type, str] = {
+    c.Put: "cmd-put",
+    c.Peek: "cmd-peek",
+    c.PeekReady: "cmd-peek-ready",
+    c.PeekDelayed: "cmd-peek-delayed",
+    c.PeekBuried: "cmd-peek-buried",
+    c.Reserve: "cmd-reserve",
+    c.ReserveWithTimeout: "cmd-reserve-with-timeout",
+    c.Delete: "cmd-delete",
+    c.Release: "cmd-release",
+    c.Use: "cmd-use",
+    c.Watch: "cmd-watch",
+    c.Ignore: "cmd-ignore",
+    c.Bury: "cmd-bury",
+    c.Kick: "cmd-kick",
+    c.Touch: "cmd-touch",
+    c.Stats: "cmd-stats",
+    c.StatsJob: "cmd-stats-job",
+    c.StatsTube: "cmd-stats-tube",
+    c.ListTubes: "cmd-list-tubes",
+    c.ListTubeUsed: "cmd-list-tube-used",
+    c.ListTubesWatched: "cmd-list-tubes-watched",
+    c.PauseTube: "cmd-pause-tube",
+}
+CMD_KEYS = tuple(dict.fromkeys(STAT_KEYS.values()))
+
+#: shard ops answered at once and in order: a connection may pipeline them
+PIPELINED = frozenset(
+    {
+        wire.PUT,
+        wire.DELETE,
+        wire.RELEASE,
+        wire.BURY,
+        wire.TOUCH,
+        wire.PEEK,
+        wire.KICK_JOB,
+        wire.STATS_JOB,
+        wire.PEEK_READY,
+        wire.PEEK_DELAYED,
+        wire.PEEK_BURIED,
+        wire.KICK,
+        wire.STATS_TUBE,
+        wire.PAUSE_TUBE,
+    }
+)
+BY_ID = (c.Delete, c.Release, c.Bury, c.Touch, c.Peek, c.KickJob, c.StatsJob)
+BY_USED_TUBE = (c.PeekReady, c.PeekDelayed, c.PeekBuried, c.Kick)
+
+
+def on_reserve(a: Acceptor, conn: Conn, cmd: c.Reserve) -> None:
+    a.do_reserve(conn, None)
+
+
+def on_reserve_with_timeout(a: Acceptor, conn: Conn, cmd: c.ReserveWithTimeout) -> None:
+    a.do_reserve(conn, cmd.timeout)
+
+
+def on_delete(a: Acceptor, conn: Conn, cmd: c.Delete) -> None:
+    a.by_id(conn, wire.DELETE, cmd.id, [], a.forget(cmd.id))
+
+
+def on_release(a: Acceptor, conn: Conn, cmd: c.Release) -> None:
+    a.by_id(conn, wire.RELEASE, cmd.id, [cmd.pri, cmd.delay], a.forget(cmd.id))
+
+
+def on_bury(a: Acceptor, conn: Conn, cmd: c.Bury) -> None:
+    a.by_id(conn, wire.BURY, cmd.id, [cmd.pri], a.forget(cmd.id))
+
+
+def on_touch(a: Acceptor, conn: Conn, cmd: c.Touch) -> None:
+    a.by_id(conn, wire.TOUCH, cmd.id, [], a.on_touched(cmd.id))
+
+
+def on_peek(a: Acceptor, conn: Conn, cmd: c.Peek) -> None:
+    a.by_id(conn, wire.PEEK, cmd.id, [])
+
+
+def on_kick_job(a: Acceptor, conn: Conn, cmd: c.KickJob) -> None:
+    a.by_id(conn, wire.KICK_JOB, cmd.id, [])
+
+
+def on_stats_job(a: Acceptor, conn: Conn, cmd: c.StatsJob) -> None:
+    a.by_id(conn, wire.STATS_JOB, cmd.id, [])
+
+
+def on_peek_ready(a: Acceptor, conn: Conn, cmd: c.PeekReady) -> None:
+    a.forward(conn, a.shard_of(conn.use), wire.PEEK_READY, [conn.use])
+
+
+def on_peek_delayed(a: Acceptor, conn: Conn, cmd: c.PeekDelayed) -> None:
+    a.forward(conn, a.shard_of(conn.use), wire.PEEK_DELAYED, [conn.use])
+
+
+def on_peek_buried(a: Acceptor, conn: Conn, cmd: c.PeekBuried) -> None:
+    a.forward(conn, a.shard_of(conn.use), wire.PEEK_BURIED, [conn.use])
+
+
+def on_kick(a: Acceptor, conn: Conn, cmd: c.Kick) -> None:
+    a.forward(conn, a.shard_of(conn.use), wire.KICK, [conn.use, cmd.bound])
+
+
+def on_stats_tube(a: Acceptor, conn: Conn, cmd: c.StatsTube) -> None:
+    a.forward(conn, a.shard_of(cmd.tube), wire.STATS_TUBE, [cmd.tube])
+
+
+def on_pause_tube(a: Acceptor, conn: Conn, cmd: c.PauseTube) -> None:
+    a.forward(conn, a.shard_of(cmd.tube), wire.PAUSE_TUBE, [cmd.tube, cmd.delay])
+
+
+def on_list_tubes(a: Acceptor, conn: Conn, cmd: c.ListTubes) -> None:
+    a.forward(conn, COORDINATOR, wire.LIST_TUBES, [])
+
+
+def on_list_tube_used(a: Acceptor, conn: Conn, cmd: c.ListTubeUsed) -> None:
+    a.reply(conn, proto.using(conn.use))
+
+
+def on_list_tubes_watched(a: Acceptor, conn: Conn, cmd: c.ListTubesWatched) -> None:
+    a.reply(conn, proto.yaml_list(conn.watch))
+
+
+def on_quit(a: Acceptor, conn: Conn, cmd: c.Quit) -> None:
+    a.quit(conn)
+
+
+#: command class -> its handler
+HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
+    c.Put: Commands.do_put,
+    c.Reserve: on_reserve,
+    c.ReserveWithTimeout: on_reserve_with_timeout,
+    c.ReserveJob: Commands.do_reserve_job,
+    c.Delete: on_delete,
+    c.Release: on_release,
+    c.Bury: on_bury,
+    c.Touch: on_touch,
+    c.Peek: on_peek,
+    c.KickJob: on_kick_job,
+    c.StatsJob: on_stats_job,
+    c.PeekReady: on_peek_ready,
+    c.PeekDelayed: on_peek_delayed,
+    c.PeekBuried: on_peek_buried,
+    c.Kick: on_kick,
+    c.StatsTube: on_stats_tube,
+    c.PauseTube: on_pause_tube,
+    c.Use: Commands.do_use,
+    c.Watch: Commands.do_watch,
+    c.Ignore: Commands.do_ignore,
+    c.Stats: Commands.do_stats,
+    c.ListTubes: on_list_tubes,
+    c.ListTubeUsed: on_list_tube_used,
+    c.ListTubesWatched: on_list_tubes_watched,
+    c.Quit: on_quit,
+}

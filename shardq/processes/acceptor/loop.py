@@ -1,0 +1,263 @@
+"""The acceptor process: client TCP connections in, batched requests out to the shards.
+
+One epoll loop owns every client socket and the ZeroMQ sockets to the shards and the
+coordinator. Each connection runs one command at a time, like beanstalkd: its next
+command is parsed only once the reply to the current one is written, so replies are
+always in order. Requests produced in one turn of the loop go to each shard as one
+message, and the shard answers them with one message.
+
+The acceptor may *host* a shard (`hosted`): that shard's ShardCore runs in this process,
+so commands for its tubes are applied in the same turn with no ZeroMQ hop; its ROUTER
+socket still answers the coordinator. Its log is committed before any output of the turn
+leaves, so a reply is never sent for a change the log does not hold.
+
+A reserve whose watched tubes all live on one shard goes to that shard, which keeps the
+waiter, its timeout and its DEADLINE_SOON. A reserve that spans shards is run here: each
+shard is asked to *offer* a job; the acceptor accepts the best (priority, put order) one,
+declines the rest (they go back to their place) and cancels the other waiters. Every
+offer is answered, so a job is never lost to a reserver that went away.
+
+The acceptor is one class made of rooms, one concern each: peers.py (requests to the
+other processes), clients.py (client sockets), handlers.py (the commands), cross.py
+(reserves), ids.py (job ids); this module holds its state and its loop.
+"""
+
+from __future__ import annotations
+
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from shardq.cluster import wire
+from shardq.engine.job import NS
+from shardq.processes import lifeline
+from shardq.processes.acceptor.clients import Clients
+from shardq.processes.acceptor.conn import COORDINATOR, LOCAL, Conn, CrossReserve, Done
+from shardq.processes.acceptor.cross import Reserves
+from shardq.processes.acceptor.handlers import CMD_KEYS, Commands
+from shardq.processes.acceptor.ids import IdLeases
+from shardq.processes.acceptor.peers import Peers
+from shardq.processes.shard import ShardCore, ShardServer
+
+POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
+ZMQ_EVENTS = int(zmq.EVENTS)
+RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
+SPIN_S = 100e-6  #: how long poll_briefly polls before sleeping (measured: docs/BENCHMARKS.md)
+SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
+
+
+class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
+    def __init__(
+        self,
+        listen_fd: int,
+        run_dir: str,
+        shards: int,
+        max_job_size: int,
+        hosted: ShardCore | None = None,
+    ) -> None:
+        self.listener = socket.socket(fileno=listen_fd)
+        self.listener.setblocking(False)
+        self.shard_count = shards
+        self.max_job_size = max_job_size
+        self.ctx = zmq.Context.instance()
+        self.socks: dict[int, zmq.Socket] = {}
+        endpoints = {i: f"ipc://{run_dir}/shard-{i}" for i in range(shards)}
+        endpoints[COORDINATOR] = f"ipc://{run_dir}/coordinator"
+        self.sel = selectors.DefaultSelector()
+        self.hosted: ShardServer | None = None
+        self.hosted_index = -2  # no shard index
+        self.hosted_out: dict[bytes, list[Any]] = {}  # peer -> replies of the hosted shard
+        if hosted is not None:
+            self.hosted_index = hosted.index
+            self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
+            hosted_sock = self.hosted.sock
+            self.sel.register(hosted_sock.getsockopt(zmq.FD), selectors.EVENT_READ, hosted_sock)
+        for target in endpoints:
+            self.socks[target] = self._dealer()
+        self.dealers = list(self.socks.values())
+        self.monitors: dict[int, zmq.Socket] = {}
+        self.monitor_target: dict[zmq.Socket, int] = {}
+        self.up: dict[int, bool] = {}  # target -> connected now
+        self.seen_up: set[int] = set()  # targets that were connected at least once
+        self.inflight: dict[int, tuple[int, list[Any]]] = {}  # rid -> (target, request)
+        for target, s in self.socks.items():
+            self.sel.register(s.getsockopt(zmq.FD), selectors.EVENT_READ, s)
+            mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+            self.monitors[target] = mon
+            self.monitor_target[mon] = target
+            self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, mon)
+            s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
+        zsocks = self.dealers + list(self.monitors.values())
+        if self.hosted is not None:
+            zsocks.append(self.hosted.sock)
+        # ZeroMQ sockets whose state may have changed (their fd fired, or we sent on them):
+        # only these need asking for input before the loop sleeps (each ask is 2 syscalls).
+        self.touched: set[zmq.Socket] = set(zsocks)
+        self.conns: dict[int, Conn] = {}
+        self.next_conn = time.time_ns() // 1000  # unique across acceptor restarts
+        self.next_rid = 1
+        self.pending: dict[int, tuple[Conn | None, Done]] = {}
+        self.cross: dict[int, CrossReserve] = {}
+        self.outq: dict[int, list[list[Any]]] = {}
+        self.dirty: set[Conn] = set()
+        self.timers: list[tuple[int, int, CrossReserve]] = []
+        self.blocks: dict[int, int] = {}  # id block -> shard
+        self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
+        self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
+        self.tube_shards: dict[str, int] = {}  # a cache of shard_of
+        self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
+        self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
+        self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
+        self.stats = dict.fromkeys(CMD_KEYS, 0)
+        self.total_connections = 0
+        self.draining = False
+        self.last_stamp = 0
+        self.retry_soon = False
+        self.worked = False  # the last turn had something to do (see poll_briefly)
+        self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
+        self.blocks_loaded = False
+        self.serving = False  # accepting clients: only once the id-block table is loaded
+
+    def turn(self) -> None:
+        timeout = lifeline.CHECK_EVERY_S
+        if self.timers:
+            timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
+        if self.retry_soon:
+            timeout = min(timeout, RETRY_S)
+        if self.hosted is not None:
+            wake = self.hosted.core.next_wakeup()
+            if wake is not None:
+                timeout = min(timeout, max(0.0, (wake - time.monotonic_ns()) / NS))
+            if self.outq.get(self.hosted_index):
+                timeout = 0  # a connection closed last turn: its jobs go back at once
+        # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
+        # by asking the socket, so ask before sleeping.
+        for s in list(self.touched):
+            if s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                timeout = 0
+            else:
+                self.touched.discard(s)  # its fd fires when anything arrives
+        events = None
+        if timeout and self.worked and len(self.conns) <= SPIN_MAX_CONNS:
+            events = self.poll_briefly()
+        if not events:
+            events = self.sel.select(timeout)
+        self.worked = bool(events)
+        if self.hosted is not None:
+            self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        for key, mask in events:
+            data = key.data
+            if data is None:
+                self.accept()
+            elif type(data) is Conn:
+                if mask & selectors.EVENT_WRITE:
+                    self.write(data)
+                if mask & selectors.EVENT_READ and not data.closed:
+                    self.read(data)
+            else:
+                self.touched.add(data)  # a ZeroMQ socket
+        self.drain_zmq()
+        self.run_timers(time.monotonic_ns())
+        if self.hosted is not None:
+            self.run_hosted(self.hosted)
+        self.flush_requests()
+        self.flush_output()
+
+    def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """Poll without sleeping for up to SPIN_S after a turn that did work. A client that
+        waits for each answer sends its next command within tens of µs; catching it awake
+        is cheaper than sleeping in epoll and being woken. Only with few connections: with
+        many there is nearly always input, and the other core belongs to the clients."""
+        until = time.monotonic() + SPIN_S
+        while True:
+            events = self.sel.select(0)
+            if events or time.monotonic() >= until:
+                return events
+
+    def run_hosted(self, server: ShardServer) -> None:
+        """Apply the requests for the hosted shard, and whatever their answers lead to, until
+        nothing is left; commit its log; only then may this turn's replies go out. Replies
+        and engine events reach on_replies in the order they happened (see
+        ShardCore.handle_into), events of commands applied directly (call) included."""
+        core, index, out = server.core, self.hosted_index, self.hosted_out
+        now = time.monotonic_ns()  # turn() ran the timers before reading the clients
+        if server.sock in self.touched and server.sock.getsockopt(ZMQ_EVENTS) & POLLIN:
+            server.take_messages(now, out)  # the coordinator, another acceptor
+        handle_into = core.handle_into
+        while True:
+            if core.engine.events:
+                core.route_events(out)  # from direct runs, before anything queued after them
+            batch = self.outq.get(index)
+            if batch:
+                self.outq[index] = []
+                for req in batch:
+                    handle_into(LOCAL, req, now, out)
+            else:
+                core.take_events(now, out)
+            local = out.pop(LOCAL, None)
+            if local:
+                self.on_replies(local)  # may run more commands for the hosted shard
+            elif not batch:
+                break
+            now = time.monotonic_ns()
+        core.commit()
+        if out:
+            server.send_replies(out)
+            out.clear()
+            self.touched.add(server.sock)
+
+    def drain_zmq(self) -> None:
+        if not self.touched:
+            return
+        hosted = self.hosted.sock if self.hosted is not None else None
+        for s in list(self.touched):
+            target = self.monitor_target.get(s)
+            if target is not None:
+                while s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                    self.on_monitor(target, recv_monitor_message(s)["event"])
+            elif s is not hosted:
+                while s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                    self.on_replies(wire.unpack(s.recv()))
+
+    def serve_forever(self) -> None:
+        while True:
+            lifeline.check()
+            self.turn()
+
+
+def main(
+    listen_fd: int,
+    run_dir: str,
+    shards: int,
+    max_job_size: int,
+    ready_fd: int,
+    draining: bool,
+    hosted: ShardCore | None = None,
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size, hosted)
+    acceptor.draining = draining
+    acceptor.ready_fd = ready_fd
+
+    def drain(*_: Any) -> None:
+        acceptor.draining = True
+
+    signal.signal(signal.SIGUSR1, drain)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # blocked by the supervisor
+    try:
+        acceptor.serve_forever()
+    finally:
+        for s in acceptor.socks.values():
+            s.close(0)
+        acceptor.listener.close()
+        if acceptor.hosted is not None:
+            acceptor.hosted.sock.close(0)
+            acceptor.hosted.core.close()
