@@ -15,6 +15,7 @@ sleeps until the engine's next wake-up or the next message, whichever comes firs
 from __future__ import annotations
 
 import gc
+import logging
 import resource
 import signal
 import sys
@@ -31,6 +32,8 @@ from shardq.processes import lifeline
 from shardq.protocol import proto
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
+
+log = logging.getLogger(__name__)
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
@@ -119,10 +122,7 @@ class ShardCore:
         self.engine.log_stats = wal.stats()
         gc.freeze()  # the recovered jobs hold no cycles: no collection needs to walk them
         took = time.monotonic() - started
-        print(
-            f"shard {self.index}: recovered {len(self.engine.jobs)} jobs in {took:.2f} s",
-            file=sys.stderr,
-        )
+        log.info("shard %d: recovered %d jobs in %.2f s", self.index, len(self.engine.jobs), took)
 
     def handle(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         """Apply one request; its reply ``[rid, *payload]``, or None (none, or later)."""
@@ -164,7 +164,7 @@ class ShardCore:
 
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client."""
-        print(f"shard {self.index}: {[op, rid]!r} failed: {error!r}", file=sys.stderr)
+        log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
         if op in (wire.RESERVE, wire.RESERVE_JOB):
             return [FINAL, proto.INTERNAL_ERROR]
         return [proto.INTERNAL_ERROR, 0]
@@ -210,7 +210,7 @@ class ShardCore:
                 try:
                     wal.compact(self.engine.snapshot())
                 except OSError as e:
-                    print(f"shard {self.index}: compaction failed: {e.strerror}", file=sys.stderr)
+                    log.error("shard %d: compaction failed: %s", self.index, e.strerror)
         if self.event_log is not None and self.engine.audit:
             self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
             self.engine.audit.clear()
@@ -266,7 +266,7 @@ class ShardServer:
             try:
                 batch = wire.unpack(data)
             except ValueError:
-                print(f"shard {core.index}: dropped a malformed message", file=sys.stderr)
+                log.warning("shard %d: dropped a malformed message", core.index)
                 continue
             for req in batch:
                 core.handle_into(peer, req, now, out)
