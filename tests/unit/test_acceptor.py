@@ -1,0 +1,200 @@
+"""The acceptor's rooms without processes or sockets to peers.
+
+An in-process Acceptor is built on a listening socket (no peer is started: nothing here
+needs one); client connections are socket pairs. Requests the acceptor would send are read
+from its per-target queues (`outq`) and the peers' answers are fed to `on_replies`, so id
+leasing, cross-shard reserve settling and the per-command guard are tested as plain calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shardq.cluster import wire
+from shardq.cluster.routing import tube_shard
+from shardq.engine.engine import CANCELLED, OFFER, WAITING
+from shardq.processes.acceptor import handlers
+from shardq.processes.acceptor.conn import COORDINATOR, Conn
+from shardq.processes.acceptor.loop import Acceptor
+from shardq.protocol import commands as c
+from shardq.protocol import proto
+
+
+def make_acceptor(tmp_path: Path, shards: int) -> Acceptor:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    return Acceptor(listener.detach(), str(tmp_path), shards, 65535)
+
+
+def shut(a: Acceptor) -> None:
+    for s in a.socks.values():
+        s.close(0)
+    a.listener.close()
+
+
+@pytest.fixture
+def acceptor(tmp_path: Path) -> Iterator[Acceptor]:
+    a = make_acceptor(tmp_path, 1)
+    yield a
+    shut(a)
+
+
+@pytest.fixture
+def two_shards(tmp_path: Path) -> Iterator[Acceptor]:
+    a = make_acceptor(tmp_path, 2)
+    yield a
+    shut(a)
+
+
+def sent(a: Acceptor, target: int) -> list[list]:
+    """What the acceptor queued for a target, taken out of the queue."""
+    batch = a.outq.get(target, [])
+    a.outq[target] = []
+    return batch
+
+
+def tube_on(shard: int, shards: int = 2) -> str:
+    n = 0
+    while tube_shard(f"t{n}", shards) != shard:
+        n += 1
+    return f"t{n}"
+
+
+def offer(rid: int, job_id: int, pri: int, seq: int, conn_id: int) -> list:
+    body = b"job%d" % job_id
+    return [rid, OFFER, proto.job_reply(b"RESERVED", job_id, body), job_id, 60 * 10**9, pri, seq,
+            conn_id]  # fmt: skip
+
+
+def conn(a: Acceptor, conn_id: int) -> Conn:
+    mine, _theirs = socket.socketpair()
+    k = Conn(conn_id, mine, 65535)
+    a.conns[conn_id] = k
+    return k
+
+
+def broken(a: Acceptor, k: Conn, cmd: object) -> None:
+    raise RuntimeError("a bug in a handler")
+
+
+def test_a_failing_handler_answers_internal_error_and_the_server_goes_on(
+    acceptor: Acceptor, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(handlers.HANDLERS, c.ListTubesWatched, broken)
+    first, second = conn(acceptor, 1), conn(acceptor, 2)
+    with caplog.at_level(logging.ERROR):
+        acceptor.dispatch(first, c.ListTubesWatched())
+    assert bytes(first.out) == proto.INTERNAL_ERROR
+    assert "a bug in a handler" in caplog.text and "Traceback" in caplog.text
+    acceptor.dispatch(first, c.ListTubeUsed())
+    acceptor.dispatch(second, c.ListTubeUsed())
+    assert bytes(first.out) == proto.INTERNAL_ERROR + proto.using("default")
+    assert bytes(second.out) == proto.using("default")
+
+
+# --------------------------------------------------------------------------- id leasing
+
+
+def test_the_first_put_waits_for_a_lease_then_gets_id_1(acceptor: Acceptor) -> None:
+    k = conn(acceptor, 1)
+    assert acceptor.take_id(0) is None  # no block yet: one is asked for
+    (lease,) = sent(acceptor, COORDINATOR)
+    assert lease[0] == wire.LEASE and lease[3:] == [0]
+    acceptor.on_replies([[lease[1], 0]])  # the coordinator leases block 0: ids 1..1024
+    assert acceptor.take_id(0) == 1
+    assert acceptor.job_shard(1) == 0 and acceptor.job_shard(1025) is None
+    acceptor.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
+    (put,) = sent(acceptor, 0) or [None]
+    assert put is not None and put[0] == wire.PUT and put[3] == 2  # the next id
+
+
+def test_a_put_without_an_id_resumes_when_the_lease_arrives(acceptor: Acceptor) -> None:
+    k = conn(acceptor, 1)
+    acceptor.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
+    assert k.busy and not acceptor.outq.get(0)  # waiting for an id
+    leases = sent(acceptor, COORDINATOR)
+    acceptor.on_replies([[leases[0][1], 0]])
+    (put,) = sent(acceptor, 0)
+    assert put[0] == wire.PUT and put[3] == 1
+
+
+def test_blocks_are_leased_ahead_up_to_the_spare_bound(acceptor: Acceptor) -> None:
+    acceptor.take_id(0)
+    (first,) = sent(acceptor, COORDINATOR)
+    acceptor.on_replies([[first[1], 0]])
+    for _ in range(600):  # past half of block 0: the next blocks are asked for
+        acceptor.take_id(0)
+    asked = sent(acceptor, COORDINATOR)
+    assert 1 <= len(asked) <= 4 and all(r[0] == wire.LEASE for r in asked)
+
+
+# --------------------------------------------------------------------------- cross-shard reserve
+
+
+def watching_both(a: Acceptor) -> Conn:
+    k = conn(a, 7)
+    k.watch = [tube_on(0), tube_on(1)]
+    return k
+
+
+def test_the_best_offer_is_accepted_and_the_other_declined(two_shards: Acceptor) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    assert r0[0] == r1[0] == wire.RESERVE and r0[-1] is True  # offer mode
+    a.on_replies([offer(r0[1], 3, 5, 10, k.id)])
+    assert not k.out  # the other shard has not answered yet
+    a.on_replies([offer(r1[1], 1030, 1, 20, k.id)])  # lower priority value: more urgent
+    assert bytes(k.out) == proto.job_reply(b"RESERVED", 1030, b"job1030")
+    assert [r[0] for r in sent(a, 1)] == [wire.ACCEPT]
+    assert [(r[0], r[3]) for r in sent(a, 0)] == [(wire.DECLINE, 3)]
+    assert 1030 in k.reserved and k.waiting is None
+
+
+def test_equal_priority_goes_to_the_older_put(two_shards: Acceptor) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    a.on_replies([offer(r0[1], 3, 5, 99, k.id), offer(r1[1], 1030, 5, 20, k.id)])
+    assert bytes(k.out).startswith(b"RESERVED 1030 ")
+
+
+def test_a_waiting_shard_is_cancelled_and_its_late_offer_declined(two_shards: Acceptor) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    a.on_replies([[r0[1], WAITING], offer(r1[1], 1030, 5, 20, k.id)])
+    assert bytes(k.out).startswith(b"RESERVED 1030 ")
+    assert [r[0] for r in sent(a, 0)] == [wire.CANCEL]
+    # shard 0 had served its waiter in the same turn: OFFER first, then CANCELLED
+    a.on_replies([offer(r0[1], 3, 0, 1, k.id), [r0[1], CANCELLED]])
+    assert [(r[0], r[3]) for r in sent(a, 0)] == [(wire.DECLINE, 3)]
+    assert not a.cross  # nothing of the reserve is left
+
+
+def test_eof_with_an_unsettled_offer_declines_it(two_shards: Acceptor) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), _ = sent(a, 0), sent(a, 1)
+    a.on_replies([offer(r0[1], 3, 5, 10, k.id)])  # shard 1 has not answered yet
+    a.finish_cross(k.waiting, proto.TIMED_OUT)  # type: ignore[arg-type]
+    assert [(r[0], r[3]) for r in sent(a, 0)] == [(wire.DECLINE, 3)]
+    assert [r[0] for r in sent(a, 1)] == [wire.CANCEL]
+    assert bytes(k.out) == proto.TIMED_OUT
+
+
+def test_an_offer_nobody_tracks_is_declined(two_shards: Acceptor) -> None:
+    a = two_shards
+    a.blocks[1] = 1  # ids 1025..2048 live on shard 1
+    a.on_replies([offer(999, 1030, 5, 20, 42)])
+    assert [(r[0], r[2], r[3]) for r in sent(a, 1)] == [(wire.DECLINE, 42, 1030)]
