@@ -19,7 +19,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes.acceptor import handlers
-from shardq.processes.acceptor.conn import COORDINATOR, Conn
+from shardq.processes.acceptor.conn import BUSY, COORDINATOR, Conn
 from shardq.processes.acceptor.loop import Acceptor
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -117,7 +117,7 @@ def test_the_first_put_waits_for_a_lease_then_gets_id_1(acceptor: Acceptor) -> N
 def test_a_put_without_an_id_resumes_when_the_lease_arrives(acceptor: Acceptor) -> None:
     k = conn(acceptor, 1)
     acceptor.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
-    assert k.busy and not acceptor.outq.get(0)  # waiting for an id
+    assert k.phase is BUSY and not acceptor.outq.get(0)  # waiting for an id
     leases = sent(acceptor, COORDINATOR)
     acceptor.on_replies([[leases[0][1], 0]])
     (put,) = sent(acceptor, 0)

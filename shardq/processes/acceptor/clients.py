@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
-from shardq.processes.acceptor.conn import Conn, CrossReserve
+from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -29,7 +29,7 @@ class Clients:
 
     def reply(self: Acceptor, conn: Conn, data: bytes) -> None:
         """Answer the current command and let the connection go on to its next one."""
-        conn.busy = False
+        conn.step("answer")
         conn.out += data
         self.dirty.add(conn)
         if not conn.pumping:  # a reply given inside pump(): its loop goes on by itself
@@ -38,17 +38,17 @@ class Clients:
     def flush_output(self: Acceptor) -> None:
         for conn in list(self.dirty):
             self.write(conn)
-            if conn.closing:
+            if conn.phase is CLOSING:
                 self.close(conn)
         self.dirty.clear()
 
     def finish(self: Acceptor, conn: Conn) -> None:
         """Close the connection once this turn's output (committed to the log) is written."""
-        conn.closing = True
+        conn.step("finish")
         self.dirty.add(conn)
 
     def write(self: Acceptor, conn: Conn) -> None:
-        if conn.closed or not conn.out:
+        if conn.phase is CLOSED or not conn.out:
             return
         try:
             sent = conn.sock.send(conn.out)
@@ -101,8 +101,8 @@ class Clients:
                 self.inflight.pop(conn.waiting, None)
                 conn.waiting = None
                 conn.out += proto.TIMED_OUT
-                conn.busy = False
-            if not conn.busy and not conn.piped and conn.held is None:
+                conn.step("answer")
+            if conn.phase is IDLE and conn.held is None:
                 self.finish(conn)
             return
         conn.parser.feed(data)
@@ -114,13 +114,13 @@ class Clients:
         shard; any other waits (held) until the pipeline has drained."""
         conn.pumping = True
         try:
-            while not conn.busy and not conn.closing and not conn.closed:
+            while conn.phase < BUSY:  # IDLE or PIPING
                 cmd = conn.held or conn.parser.next_command()
                 if cmd is None:
-                    if conn.eof and not conn.piped:
+                    if conn.eof and conn.phase is IDLE:
                         self.finish(conn)
                     return
-                if conn.piped and not self.joins_pipe(conn, cmd):
+                if conn.phase is PIPING and not self.joins_pipe(conn, cmd):
                     conn.held = cmd
                     return
                 conn.held = None
@@ -129,9 +129,9 @@ class Clients:
             conn.pumping = False
 
     def close(self: Acceptor, conn: Conn) -> None:
-        if conn.closed:
+        if conn.phase is CLOSED:
             return
-        conn.closed = True
+        conn.step("close")
         self.conns.pop(conn.id, None)
         self.dirty.discard(conn)
         with contextlib.suppress(KeyError, ValueError):
@@ -166,5 +166,5 @@ class Clients:
         """Log an unexpected exception with its traceback and answer INTERNAL_ERROR to the
         connection whose command it was; every other connection goes on."""
         log.exception("%s failed", what)
-        if conn is not None and not conn.closed and not conn.closing:
+        if conn is not None and conn.phase < CLOSING:
             self.reply(conn, proto.INTERNAL_ERROR)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
+from enum import IntEnum
 from typing import Any
 
 from shardq.engine.engine import SAFETY_MARGIN
@@ -16,6 +17,37 @@ LOCAL = b""  #: the peer identity of the acceptor's own requests to its hosted s
 Done = Callable[["Conn", list[Any]], None]  #: what runs when a request is answered
 
 
+class Phase(IntEnum):
+    """Where a connection is in running its commands. Ordered: below BUSY it may start its
+    next command."""
+
+    IDLE = 1  # may run its next command
+    PIPING = 2  # plain commands in flight to one shard (`piped` of them); more may join
+    BUSY = 3  # one command in flight; the next waits for its answer
+    CLOSING = 4  # quit or end of input: closed once this turn's output is written
+    CLOSED = 5
+
+
+IDLE, PIPING, BUSY, CLOSING, CLOSED = Phase
+
+#: (phase, event) -> next phase: the one statement of how a connection moves. A missing
+#: entry is a bug in the acceptor (the per-command guard answers INTERNAL_ERROR).
+STEPS: dict[tuple[Phase, str], Phase] = {
+    (IDLE, "call"): BUSY,  # a command that waits for its answer (reserve, use, stats...)
+    (IDLE, "pipe"): PIPING,  # a plain shard command, answered in order
+    (PIPING, "pipe"): PIPING,
+    (PIPING, "drained"): IDLE,  # the last pipelined command was answered
+    (BUSY, "resume"): IDLE,  # what it waited for came (a put's id), no answer yet
+    (BUSY, "answer"): IDLE,
+    (IDLE, "answer"): IDLE,  # answered at once
+    (PIPING, "answer"): PIPING,  # one of the pipelined commands answered
+    (CLOSING, "answer"): CLOSING,  # a waiting reserve answered at end of input
+    (IDLE, "finish"): CLOSING,  # quit, or end of input with nothing in flight
+    (CLOSING, "finish"): CLOSING,
+    **{(phase, "close"): CLOSED for phase in Phase},  # gone: its socket is closed
+}
+
+
 class Conn:
     """One client connection: its parser, output, tubes and reservations."""
 
@@ -26,12 +58,11 @@ class Conn:
         "out",
         "use",
         "watch",
-        "busy",
+        "phase",
         "reserved",
         "producer",
         "worker",
         "eof",
-        "closed",
         "waiting",
         "shards",
         "wants_write",
@@ -39,7 +70,6 @@ class Conn:
         "pipe_target",
         "held",
         "pumping",
-        "closing",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -49,20 +79,22 @@ class Conn:
         self.out = bytearray()
         self.use = "default"
         self.watch = ["default"]
-        self.busy = False  # a command is in flight; the next one waits
-        self.piped = 0  # pipelined commands in flight to `pipe_target` (busy stays False)
+        self.phase = IDLE
+        self.piped = 0  # pipelined commands in flight to `pipe_target` (phase PIPING)
         self.pipe_target = 0
         self.held: c.Command | None = None  # parsed, waiting for the pipelined ones to finish
         self.pumping = False  # inside pump(): replies must not start another pump (recursion)
-        self.closing = False  # quit or EOF: close once this turn's output is written
         self.reserved: dict[int, int] = {}  # job id -> TTR deadline, as far as we know
         self.producer = False
         self.worker = False
-        self.eof = False
-        self.closed = False
+        self.eof = False  # the client closed its side: no more input will come
         self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
         self.shards: set[int] = set()  # shards that may hold its reservations or waiters
         self.wants_write = False  # registered for EVENT_WRITE (output the kernel did not take)
+
+    def step(self, event: str) -> None:
+        """Move to the next phase (STEPS); an event the phase does not allow is a bug."""
+        self.phase = STEPS[(self.phase, event)]
 
     def soon_at(self, now: int) -> int | None:
         """When the soonest reserved job enters the DEADLINE_SOON margin (None: no job)."""

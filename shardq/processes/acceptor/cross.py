@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
 from shardq.engine.job import NS
-from shardq.processes.acceptor.conn import LOCAL, Conn, CrossReserve
+from shardq.processes.acceptor.conn import CLOSED, LOCAL, Conn, CrossReserve
 from shardq.protocol import proto
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ class Reserves:
         by_shard: dict[int, list[str]] = {}
         for tube in conn.watch:
             by_shard.setdefault(self.shard_of(tube), []).append(tube)
-        conn.busy = True
+        conn.step("call")
         conn.shards.update(by_shard)
         if len(by_shard) == 1:
             ((shard, tubes),) = by_shard.items()
@@ -117,7 +117,7 @@ class Reserves:
         conn = cross.conn
         if conn.waiting is cross:
             conn.waiting = None
-        if reply is not None and not conn.closed:
+        if reply is not None and conn.phase is not CLOSED:
             self.reply(conn, reply)
 
     def run_timers(self: Acceptor, now: int) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
 from shardq.engine.engine import RESERVED
-from shardq.processes.acceptor.conn import COORDINATOR, Conn, Done
+from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, Conn, Done
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -72,10 +72,10 @@ class Commands:
         if job_id is not None:
             self.put_with_id(conn, cmd, shard, job_id)
             return
-        conn.busy = True  # until the id is there (a block has to be leased first)
+        conn.step("call")  # until the id is there (a block has to be leased first)
 
         def with_id(job_id: int) -> None:
-            conn.busy = False
+            conn.step("resume")
             self.put_with_id(conn, cmd, shard, job_id)
 
         self.alloc_id(shard, with_id)
@@ -86,7 +86,7 @@ class Commands:
             self.reply(conn, cmd.error)
         elif self.draining:
             self.reply(conn, proto.DRAINING)
-        elif not conn.closed:
+        elif conn.phase is not CLOSED:
             args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
             self.call(conn, shard, wire.PUT, args, self.reply_first)
 

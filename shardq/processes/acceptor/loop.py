@@ -39,7 +39,7 @@ from shardq.cluster import wire
 from shardq.engine.job import NS
 from shardq.processes import lifeline
 from shardq.processes.acceptor.clients import Clients
-from shardq.processes.acceptor.conn import COORDINATOR, LOCAL, Conn, CrossReserve, Done
+from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.acceptor.cross import Reserves
 from shardq.processes.acceptor.handlers import CMD_KEYS, Commands
 from shardq.processes.acceptor.ids import IdLeases
@@ -159,7 +159,7 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
             elif type(data) is Conn:
                 if mask & selectors.EVENT_WRITE:
                     self.write(data)
-                if mask & selectors.EVENT_READ and not data.closed:
+                if mask & selectors.EVENT_READ and data.phase is not CLOSED:
                     self.read(data)
             else:
                 self.touched.add(data)  # a ZeroMQ socket

@@ -12,7 +12,7 @@ import zmq
 
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER
-from shardq.processes.acceptor.conn import COORDINATOR, Conn, Done
+from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.acceptor.handlers import PIPELINED
 
 if TYPE_CHECKING:
@@ -58,20 +58,24 @@ class Peers:
         hosted shard a plain op is applied at once, when nothing for that shard waits ahead
         of it (its reply still leaves only after the turn's log commit)."""
         if op in PIPELINED:
-            if target == self.hosted_index and not self.outq.get(target):
+            if conn.phase is IDLE and target == self.hosted_index and not self.outq.get(target):
+                # at once only with nothing of this connection in flight: replies in order
                 assert self.hosted is not None
                 done(conn, self.hosted.core.run(op, conn.id, args, time.monotonic_ns()))
                 return
+            conn.step("pipe")
             conn.piped += 1
             conn.pipe_target = target
 
             def piped_done(k: Conn, payload: list[Any]) -> None:
                 k.piped -= 1
+                if not k.piped:
+                    k.step("drained")
                 done(k, payload)
 
             self.request(target, op, conn, args, piped_done)
             return
-        conn.busy = True
+        conn.step("call")
         self.request(target, op, conn, args, done)
 
     def flush_requests(self: Acceptor) -> None:
@@ -187,7 +191,7 @@ class Peers:
                     self.decline_stray(payload)
                 continue
             conn, done = entry
-            if conn is None or not conn.closed:
+            if conn is None or conn.phase is not CLOSED:
                 try:
                     done(conn, payload)  # type: ignore[arg-type]
                 except Exception:  # a bug must cost one command, not every connection
