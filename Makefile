@@ -7,15 +7,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv beanstalkd java clean
+.PHONY: run test lint fmt venv beanstalkd java strace clean
 
 run: venv
 	$(BIN)/shardq serve --config config/shardq.yaml
 
-# Phase 1: lint, then the whole suite except Spark, in parallel.
+# Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
+# the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: venv beanstalkd java
+test: venv beanstalkd java strace
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/pytest -n auto -q -m "not spark" $(PYTEST_ARGS)
 	$(BIN)/pytest -q -m spark -p no:xdist $(PYTEST_ARGS)
 
@@ -26,40 +29,43 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
 	touch $(STAMP)
 
-# The differential tests compare shardq with the real beanstalkd 1.12; they never skip.
-beanstalkd:
-	@command -v beanstalkd >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y beanstalkd; \
-	  else \
-	    echo "make test: beanstalkd is not installed and we are not root;" \
-	         "run 'sudo apt-get install -y beanstalkd' and retry" >&2; \
-	    exit 1; \
-	  fi; \
-	}
+# $(call apt_need,COMMAND,PACKAGE,NAME): when COMMAND is missing, install PACKAGE with apt-get
+# (root only; otherwise say how and fail). The tests that need them never skip under CI.
+define apt_need
+command -v $(1) >/dev/null 2>&1 || { \
+  if [ "$$(id -u)" = 0 ]; then \
+    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(2); \
+  else \
+    echo "make test: $(3) is not installed and we are not root;" \
+         "run 'sudo apt-get install -y $(2)' and retry" >&2; \
+    exit 1; \
+  fi; \
+}
+endef
 
-# PySpark 4 needs Java 17+; the Spark tests fail (never skip) under CI without it.
+# The differential tests compare shardq with the real beanstalkd 1.12.
+beanstalkd:
+	@$(call apt_need,beanstalkd,beanstalkd,beanstalkd)
+
+# PySpark 4 needs Java 17+ (the Spark tests).
 java:
-	@command -v java >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless; \
-	  else \
-	    echo "make test: Java 17 is not installed and we are not root;" \
-	         "run 'sudo apt-get install -y openjdk-17-jre-headless' and retry" >&2; \
-	    exit 1; \
-	  fi; \
-	}
+	@$(call apt_need,java,openjdk-17-jre-headless,Java 17)
+
+# A durability test kills a shard at its fsync with strace (tests/integration/test_durability.py).
+strace:
+	@$(call apt_need,strace,strace,strace)
 
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 fmt: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
 
 # Performance (issue 4): the standard matrix against beanstalkd and shardq, 3 rounds A,B,A,B,
 # then shardq with 1, 2 and 4 shards; rewrites the generated part of docs/BENCHMARKS.md

@@ -1,11 +1,13 @@
-"""`shardq` command line: `serve` and `analyze` (Spark job analytics); `bench` is a later issue.
+"""`shardq` command line: `serve`, `analyze` (Spark job analytics) and `bench` (load tests,
+shardq.bench).
 
 `serve` accepts beanstalkd's own flags (-l -p -z -V -v -h -b -f -F -s) so shardq can replace
 beanstalkd in an existing service unit, plus --shards, --config and --run-dir.
 Precedence: flags > config file > built-in defaults (shardq.config.Config).
 
 A bad config file or flag prints ONE line naming the key or flag and the problem to stderr
-and exits with EXIT_CONFIG, before any process is started.
+and exits with EXIT_CONFIG, before any process is started. These lines and `-v` are the
+command's own output (typer.echo); the server's processes log through shardq.log.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import typer
 
 from shardq import __version__
 from shardq.config import Config, ConfigError, ConfigWarning, load_config
+from shardq.log import setup as setup_logging
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
@@ -194,8 +197,12 @@ def analyze(
         str | None,
         typer.Option("--master", metavar="URL", help="Spark master [Spark's default]."),
     ] = None,
+    verbose: Annotated[
+        int, typer.Option("-V", count=True, show_default=False, help="More logging; repeatable.")
+    ] = 0,
 ) -> None:
     """Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out."""
+    setup_logging("analyze", verbose)
     try:
         from shardq.pipeline.main import run_job  # lazy: pyspark is the optional extra
     except ImportError as e:
@@ -204,7 +211,7 @@ def analyze(
     raise typer.Exit(run_job(events, out, master))
 
 
-# `shardq bench` and `shardq bench compare` (issue 4): the load tool lives in shardq.bench.
+# `shardq bench` and `shardq bench compare`: the load tool lives in shardq.bench.
 from shardq.bench.cli import bench_app  # noqa: E402
 
 app.add_typer(bench_app, name="bench")

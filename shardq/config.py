@@ -27,7 +27,7 @@ YAML layout::
       fsync: every 50      # always | never | every <ms> | <ms>
       segment_bytes: 10485760
     events:
-      dir: null            # null -> no job event log (see shardq/events.py)
+      dir: null            # null -> no job event log (see shardq/storage/events.py)
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def _int(where: str, value: Any, lo: int, hi: int | None, from_flag: bool) -> in
     return value
 
 
-def _word(where: str, value: Any) -> str:
+def _word(where: str, value: Any, from_flag: bool = False) -> str:
     """A non-empty string without whitespace (addresses, host names)."""
     if not isinstance(value, str) or not value or any(c.isspace() for c in value):
         raise ConfigError(where, f"must be a non-empty string without spaces, got {value!r}")
@@ -117,7 +117,7 @@ def _bool(where: str, value: Any, from_flag: bool) -> bool:
     raise ConfigError(where, f"must be true or false, got {value!r}")
 
 
-def _path(where: str, value: Any) -> str | None:
+def _path(where: str, value: Any, from_flag: bool = False) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value or "\0" in value:
@@ -142,6 +142,23 @@ def _fsync(where: str, value: Any, from_flag: bool) -> int | None:
     )
 
 
+def _port(where: str, value: Any, from_flag: bool) -> int:
+    return _int(where, value, 0, 65535, from_flag)
+
+
+def _shards(where: str, value: Any, from_flag: bool) -> int:
+    return _int(where, value, 1, MAX_SHARDS, from_flag)
+
+
+def _count(where: str, value: Any, from_flag: bool) -> int:
+    """An integer >= 0 (the -V count)."""
+    return _int(where, value, 0, None, from_flag)
+
+
+def _positive(where: str, value: Any, from_flag: bool) -> int:
+    return _int(where, value, 1, None, from_flag)
+
+
 def _max_job_size(where: str, value: Any, from_flag: bool) -> int:
     size = _int(where, value, 0, None, from_flag)
     if size > JOB_SIZE_LIMIT_MAX:
@@ -158,17 +175,17 @@ Validator = Callable[[str, Any, bool], Any]
 
 #: Config field -> (YAML key path, validator). The YAML path is what error messages name.
 FIELDS: dict[str, tuple[str, Validator]] = {
-    "listen": ("listen", lambda w, v, f: _word(w, v)),
-    "port": ("port", lambda w, v, f: _int(w, v, 0, 65535, f)),
+    "listen": ("listen", _word),
+    "port": ("port", _port),
     "max_job_size": ("max_job_size", _max_job_size),
-    "shards": ("shards", lambda w, v, f: _int(w, v, 1, MAX_SHARDS, f)),
-    "verbose": ("verbose", lambda w, v, f: _int(w, v, 0, None, f)),
-    "run_dir": ("run_dir", lambda w, v, f: _path(w, v)),
-    "server_id": ("server", lambda w, v, f: _word(w, v)),
-    "wal_dir": ("wal.dir", lambda w, v, f: _path(w, v)),
+    "shards": ("shards", _shards),
+    "verbose": ("verbose", _count),
+    "run_dir": ("run_dir", _path),
+    "server_id": ("server", _word),
+    "wal_dir": ("wal.dir", _path),
     "fsync_ms": ("wal.fsync", _fsync),
-    "segment_bytes": ("wal.segment_bytes", lambda w, v, f: _int(w, v, 1, None, f)),
-    "events_dir": ("events.dir", lambda w, v, f: _path(w, v)),
+    "segment_bytes": ("wal.segment_bytes", _positive),
+    "events_dir": ("events.dir", _path),
     "colocate": ("colocate", _bool),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").

@@ -1,11 +1,15 @@
-"""A tiny raw beanstalk client for tests, with hard deadlines on every read.
+"""Pure test helpers: a tiny raw beanstalk client with hard deadlines on every read,
+polling, tube names per shard, and skip-or-fail for missing tools.
 
-Every function works on a plain ``socket.socket``. Bytes received but not yet
+Every client function works on a plain ``socket.socket``. Bytes received but not yet
 consumed by :func:`read_replies` are kept in a per-socket buffer, so replies can
 be read a few units at a time.
 
 A *reply unit* is one CRLF-terminated line, plus, for ``RESERVED <id> <n>``,
 ``FOUND <id> <n>`` and ``OK <n>``, the following ``n`` bytes and their CRLF.
+
+Starting, finding and stopping server processes is ``shardq.bench.procs``'s (shared with
+the bench and tools/); tools/crash_test.py's blocking ``Client`` serves the durability tests.
 """
 
 from __future__ import annotations
@@ -13,14 +17,18 @@ from __future__ import annotations
 import os
 import re
 import select
-import selectors
 import socket
-import subprocess
 import time
 import weakref
 from collections.abc import Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import NoReturn, TypeVar
+from zlib import crc32
 
+import pytest
+
+#: The repository's root (tests/..): the cwd of every server a test starts.
+REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Hard upper bound for any single read, in seconds.
 READ_DEADLINE = 5.0
 
@@ -57,6 +65,28 @@ class UnexpectedData(AssertionError):
 def selftest_mode() -> bool:
     """True when SHARDQ_DIFF_SELFTEST is set: the "shardq" side is another beanstalkd."""
     return os.environ.get("SHARDQ_DIFF_SELFTEST", "") not in ("", "0")
+
+
+def skip_or_fail(hint: str) -> NoReturn:
+    """Skip locally, but fail under CI (env CI set): `make test` installs everything the
+    tests need (beanstalkd, Java, strace), so a skip there would hide a broken setup."""
+    if os.environ.get("CI"):
+        pytest.fail(hint)
+    pytest.skip(hint)
+
+
+def tube_on_shard(shard: int, shards: int, prefix: str = "tube") -> str:
+    """The first tube name ``<prefix><n>`` that hashes to ``shard`` (crc32(name) % shards,
+    as the server routes; computed here, not with the server's code)."""
+    n = 0
+    while crc32(f"{prefix}{n}".encode()) % shards != shard:
+        n += 1
+    return f"{prefix}{n}"
+
+
+def wal_args(log_dir: Path) -> tuple[str, ...]:
+    """``shardq serve`` flags for a write-ahead log in ``log_dir``, fsync on every write."""
+    return ("-b", str(log_dir), "-f", "0")
 
 
 def connect(port: int, host: str = "127.0.0.1") -> socket.socket:
@@ -165,31 +195,3 @@ def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: floa
         if time.monotonic() >= deadline:
             raise TimeoutError(f"condition {fn!r} not met within {timeout} s")
         time.sleep(interval)
-
-
-def read_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:
-    """One line of a server's stdout (its "listening" line), waiting at most ``timeout`` s."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    data = b""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while b"\n" not in data:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not sel.select(remaining):
-                break
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break
-            data += chunk
-    return data
-
-
-def drain_stream(stream) -> None:  # noqa: ANN001 - a binary file object
-    """Read a server's stdout to the end so it never blocks on a full pipe."""
-    try:
-        while stream.read(65536):
-            pass
-    except (OSError, ValueError):
-        pass

@@ -34,363 +34,90 @@ The server's output goes to <dir>/../server.log; ``--keep`` keeps the directorie
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TUBES = ("crash-a", "crash-b", "crash-c", "crash-d", "crash-e")
+from crash_load import Ledger, Load, drain
+
+from shardq.bench.procs import kill_group, role_pids, shard_pids, terminate, wait_group_gone
+from shardq.bench.servers import Server as Running
+
 DEFAULT_SERVER = "{python} -m shardq serve -l 127.0.0.1 -p {port} -b {dir} -f 0 --shards 2"
 START_TIMEOUT = 30.0  #: seconds a (re)start with replay may take
-OP_TIMEOUT = 15.0  #: a single reply may take this long (a shard restart is a delay)
-DRAIN_TIMEOUT = 30.0
+REPO = Path(__file__).resolve().parents[1]
 
 
-# --------------------------------------------------------------------------- processes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return stat[stat.rindex(b")") + 2 :].decode().split()
-
-
-def _live_where(field: int, value: int) -> list[int]:
-    """Live processes whose /proc stat field (1: parent pid, 2: process group) is ``value``."""
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat_fields(int(name))
-            if fields and fields[0] not in "ZX" and int(fields[field]) == value:
-                out.append(int(name))
-    return out
-
-
-def children_of(pid: int) -> list[int]:
-    """Live direct children of ``pid`` (scans /proc: task/*/children is not everywhere)."""
-    return _live_where(1, pid)
-
-
-def group_members(pgid: int) -> list[int]:
-    return _live_where(2, pgid)
-
-
-def cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
-        return []
-
-
-def role_pids(server_pid: int) -> dict[str, int]:
-    """Role ('acceptor', 'coordinator', 'shard <i>') -> pid of a shardq server's children."""
-    out = {}
-    for pid in children_of(server_pid):
-        args = cmdline(pid)
-        if "shardq.processes.child" in args:
-            rest = args[args.index("shardq.processes.child") + 1 :]
-            if len(rest) > 1:
-                out[f"shard {rest[1]}" if rest[0] == "shard" else rest[0]] = pid
-    return out
-
-
-def shard_pids(server_pid: int) -> dict[int, int]:
-    """shard index -> pid of a shardq server's live shard processes."""
-    return {
-        int(role.split()[1]): pid
-        for role, pid in role_pids(server_pid).items()
-        if role.startswith("shard ")
-    }
+# --------------------------------------------------------------------------- the server
 
 
 class Server:
-    """One server process (in a session of its own) started from a command template."""
+    """One server (in a session of its own) started from a command template with {port},
+    {dir} and {python}; it can be killed and started again on the same log directory (on a
+    fresh free port each time)."""
 
     def __init__(self, template: str, log_dir: Path, log_path: Path) -> None:
         self.template = template
         self.log_dir = log_dir
         self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
+        self.running: Running | None = None
 
-    def argv(self, port: int) -> list[str]:
-        words = shlex.split(self.template)
-        argv = [w.format(port=port, dir=self.log_dir, python=sys.executable) for w in words]
-        if argv[0] == "shardq" and shutil.which("shardq") is None:
-            argv[:1] = [sys.executable, "-m", "shardq"]
-        return argv
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return None if self.running is None else self.running.proc
+
+    @property
+    def port(self) -> int:
+        return 0 if self.running is None else self.running.port
+
+    def command(self) -> str:
+        """The template with {dir} and {python} filled in ({port} is the start's)."""
+        return self.template.replace("{dir}", shlex.quote(str(self.log_dir))).replace(
+            "{python}", shlex.quote(sys.executable)
+        )
 
     def start(self, timeout: float = START_TIMEOUT) -> None:
+        """Start and wait until a command is answered (the port is bound before the log is
+        replayed); three tries, as a free port may be taken by someone else meanwhile."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         last = ""
-        for _attempt in range(3):  # a free port may be taken by someone else meanwhile
-            self.port = free_port()
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(
-                    self.argv(self.port),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    start_new_session=True,
-                    cwd=Path(__file__).resolve().parents[1],
+        for _attempt in range(3):
+            try:
+                self.running = Running(
+                    self.command(), timeout, log_path=self.log_path, new_session=True, cwd=REPO
                 )
-            if self.wait_ready(timeout):
                 return
-            last = self.log_path.read_text(errors="replace")[-2000:]
-            self.kill_group()
-        raise RuntimeError(f"server did not come up: {self.argv(self.port)}\n{last}")
-
-    def wait_ready(self, timeout: float) -> bool:
-        """Until a command is answered (the port is bound before the log is replayed)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                return False
-            with contextlib.suppress(OSError):
-                c = Client(self.port, timeout=max(0.1, deadline - time.monotonic()))
-                try:
-                    if c.cmd(b"list-tubes-watched").startswith(b"OK"):
-                        return True
-                finally:
-                    c.close()
-            time.sleep(0.05)
-        return False
+            except RuntimeError as e:
+                last = str(e)
+        raise RuntimeError(f"server did not come up: {last}")
 
     def kill_group(self) -> None:
         """SIGKILL every process of the server at once (a crash of the whole server)."""
-        if self.proc is None:
-            return
-        pgid = self.proc.pid
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while (left := group_members(pgid)) and time.monotonic() < deadline:
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
+        if self.proc is not None:
+            kill_group(self.proc)
 
     def kill_main(self) -> None:
         """SIGKILL only the main process; wait until its whole group is gone."""
         assert self.proc is not None
         self.proc.kill()
-        self.proc.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while group_members(self.proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_group_gone(self.proc)
         self.kill_group()  # whatever did not stop by itself
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM; the exit status, or None if it had to be killed."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            code = None
+        if self.proc is None:
+            return None
+        code = terminate(self.proc, timeout, group=True)
         self.kill_group()
         return code
-
-
-# --------------------------------------------------------------------------- client
-
-
-class Client:
-    """A blocking beanstalk connection with a timeout on every reply."""
-
-    def __init__(self, port: int, timeout: float = OP_TIMEOUT) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.f = self.sock.makefile("rb")
-        self.last_body = b""
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.f.close()
-            self.sock.close()
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def line(self) -> bytes:
-        got = self.f.readline()
-        if not got.endswith(b"\r\n"):
-            raise ConnectionError(f"connection closed (got {got!r})")
-        return got[:-2]
-
-    def cmd(self, data: bytes) -> bytes:
-        self.send(data + b"\r\n")
-        head = self.line()
-        self.last_body = b""  # the body of a reply that has one
-        if head.startswith(b"OK "):
-            self.last_body = self.body(int(head.split()[1]))
-        elif head.startswith((b"RESERVED ", b"FOUND ")):
-            self.last_body = self.body(int(head.split()[2]))
-        return head
-
-    def body(self, size: int) -> bytes:
-        data = self.f.read(size + 2)
-        if len(data) != size + 2:
-            raise ConnectionError("connection closed in a body")
-        return data[:-2]
-
-    def stats(self, what: bytes = b"stats") -> dict[str, str]:
-        self.send(what + b"\r\n")
-        head = self.line()
-        if not head.startswith(b"OK "):
-            raise RuntimeError(f"{what!r}: {head!r}")
-        text = self.body(int(head.split()[1])).decode()
-        return {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in text.splitlines()[1:])}
-
-
-# --------------------------------------------------------------------------- the ledger
-
-
-@dataclass
-class Ledger:
-    """What the clients sent and what the server acknowledged, by job body."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    put_sent: set[bytes] = field(default_factory=set)
-    put_acked: dict[bytes, int] = field(default_factory=dict)
-    del_sent: set[bytes] = field(default_factory=set)
-    del_acked: set[bytes] = field(default_factory=set)
-    delivered: dict[bytes, int] = field(default_factory=dict)  # reserves seen by consumers
-    errors: list[str] = field(default_factory=list)
-    max_wait: float = 0.0  # the longest a client waited for one reply
-
-    def note_wait(self, seconds: float) -> None:
-        with self.lock:
-            self.max_wait = max(self.max_wait, seconds)
-
-    def error(self, text: str) -> None:
-        with self.lock:
-            if len(self.errors) < 50:
-                self.errors.append(text)
-
-
-class Load:
-    """Producer and consumer threads against one server."""
-
-    def __init__(self, port: int, ledger: Ledger, tag: str, producers: int, consumers: int):
-        self.port = port
-        self.ledger = ledger
-        self.tag = tag
-        self.stop = threading.Event()
-        self.killed = threading.Event()  # set just before a kill: errors after it are expected
-        self.threads = [
-            threading.Thread(target=self._producer, args=(i,), daemon=True)
-            for i in range(producers)
-        ] + [threading.Thread(target=self._consumer, daemon=True) for _ in range(consumers)]
-
-    def start(self) -> None:
-        for t in self.threads:
-            t.start()
-
-    def join(self, timeout: float = OP_TIMEOUT + 5) -> None:
-        self.stop.set()
-        deadline = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        alive = [t for t in self.threads if t.is_alive()]
-        if alive:
-            self.ledger.error(f"{len(alive)} client thread(s) still blocked after {timeout} s")
-
-    def _failed(self, what: str, e: BaseException) -> None:
-        if not self.killed.is_set():
-            self.ledger.error(f"{what}: {e!r}")
-
-    def _timed(self, c: Client, data: bytes) -> bytes:
-        t0 = time.monotonic()
-        c.send(data)
-        head = c.line()
-        self.ledger.note_wait(time.monotonic() - t0)
-        return head
-
-    def _producer(self, k: int) -> None:
-        led = self.ledger
-        try:
-            c = Client(self.port)
-        except OSError as e:
-            return self._failed("connect", e)
-        try:
-            tube = TUBES[k % len(TUBES)].encode()
-            if c.cmd(b"use " + tube) != b"USING " + tube:
-                raise RuntimeError("use failed")
-            n = 0
-            while not self.stop.is_set():
-                n += 1
-                body = f"{self.tag}-p{k}-{n}-".encode() + os.urandom(8).hex().encode()
-                with led.lock:
-                    led.put_sent.add(body)
-                head = self._timed(c, b"put %d 0 120 %d\r\n%s\r\n" % (n % 3, len(body), body))
-                if head.startswith(b"INSERTED "):
-                    with led.lock:
-                        led.put_acked[body] = int(head.split()[1])
-                else:
-                    led.error(f"put answered {head!r}")
-                    if head != b"OUT_OF_MEMORY":
-                        return
-        except (OSError, ConnectionError, RuntimeError) as e:
-            self._failed("producer", e)
-        finally:
-            c.close()
-
-    def _consumer(self) -> None:
-        led = self.ledger
-        try:
-            c = Client(self.port)
-        except OSError as e:
-            return self._failed("connect", e)
-        try:
-            for tube in TUBES:
-                c.cmd(b"watch " + tube.encode())
-            c.cmd(b"ignore default")
-            while not self.stop.is_set():
-                head = self._timed(c, b"reserve-with-timeout 1\r\n")
-                if head in (b"TIMED_OUT", b"DEADLINE_SOON"):
-                    continue
-                if not head.startswith(b"RESERVED "):
-                    led.error(f"reserve answered {head!r}")
-                    return
-                _, job_id, size = head.split()
-                body = c.body(int(size))
-                with led.lock:
-                    led.delivered[body] = led.delivered.get(body, 0) + 1
-                    led.del_sent.add(body)
-                head = self._timed(c, b"delete %s\r\n" % job_id)
-                if head == b"DELETED":
-                    with led.lock:
-                        led.del_acked.add(body)
-                else:
-                    led.error(f"delete {int(job_id)} answered {head!r}")
-        except (OSError, ConnectionError) as e:
-            self._failed("consumer", e)
-        finally:
-            c.close()
 
 
 # --------------------------------------------------------------------------- a round
@@ -446,41 +173,6 @@ class Result:
             out.append(f"  delivered twice: {[b.decode() for b in self.delivered_twice[:5]]}")
         out += [f"  client error: {e}" for e in self.errors[:10]]
         return "\n".join(out)
-
-
-def drain(port: int, deadline_s: float = DRAIN_TIMEOUT) -> tuple[dict[bytes, list[int]], dict]:
-    """Reserve and delete every job of the test tubes: body -> ids it was found under."""
-    found: dict[bytes, list[int]] = {}
-    c = Client(port)
-    try:
-        for tube in TUBES:
-            c.cmd(b"watch " + tube.encode())
-        c.cmd(b"ignore default")
-        deadline = time.monotonic() + deadline_s
-        left: dict[str, int] = {}
-        while time.monotonic() < deadline:
-            head = c.cmd(b"reserve-with-timeout 0")
-            if head.startswith(b"RESERVED "):
-                job_id = head.split()[1]
-                found.setdefault(c.last_body, []).append(int(job_id))
-                if c.cmd(b"delete " + job_id) != b"DELETED":
-                    raise RuntimeError(f"drain: delete {job_id!r} failed")
-                continue
-            if head not in (b"TIMED_OUT", b"DEADLINE_SOON"):
-                raise RuntimeError(f"drain: reserve answered {head!r}")
-            left = {}
-            for tube in TUBES:
-                st = c.stats(b"stats-tube " + tube.encode())
-                if st.get("name") is None:
-                    continue
-                for key in ("ready", "reserved", "delayed", "buried"):
-                    left[key] = left.get(key, 0) + int(st.get(f"current-jobs-{key}", "0"))
-            if not any(left.values()):
-                break
-            time.sleep(0.05)  # reserved by a connection that is going away, or delayed
-        return found, left
-    finally:
-        c.close()
 
 
 def judge(ledger: Ledger, found: dict[bytes, list[int]], tag: str) -> Result:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import socket
 import statistics
@@ -21,48 +22,25 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
+
+from shardq.bench.servers import Server
 
 PY = sys.executable
 SERVERS = {
     "beanstalkd": "beanstalkd -l 127.0.0.1 -p {port} -b {dir} {fsync}",
-    "shardq": PY + " -m shardq serve -l 127.0.0.1 -p {port} -b {dir} {fsync}",
+    "shardq": shlex.quote(PY) + " -m shardq serve -l 127.0.0.1 -p {port} -b {dir} {fsync}",
 }
 POLICIES = {"-f 0": "-f 0", "-f 50 (default)": ""}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start(template: str, fsync: str, log_dir: str) -> Server:
+    """The server on a free port, answering (its output goes to a temporary log)."""
+    command = template.replace("{dir}", shlex.quote(log_dir)).replace("{fsync}", fsync)
+    return Server(command)
 
 
-def start(template: str, fsync: str, log_dir: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    argv = template.format(port=port, dir=log_dir, fsync=fsync).split()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"list-tube-used\r\n")
-                if s.recv(64).startswith(b"USING"):
-                    return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"{argv} did not start")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def bench(port: int, seconds: float) -> dict:
+def bench(port: int, seconds: float) -> dict[str, Any]:
     argv = [PY, "-m", "shardq", "bench", "-w", "mixed", "-c", "50", "-d", str(seconds)]
     out = subprocess.run(argv + ["-p", str(port), "--json"], capture_output=True, text=True)
     return json.loads(out.stdout)
@@ -118,14 +96,14 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, template in SERVERS.items():
                 log_dir = tempfile.mkdtemp(prefix=f"durab-{name}-")
-                proc, port = start(template, fsync, log_dir)
+                server = start(template, fsync, log_dir)
                 try:
-                    result = bench(port, args.seconds)
+                    result = bench(server.port, args.seconds)
                     if result["errors"]:
                         raise RuntimeError(f"{name}: {result['errors']} wrong replies")
                     rates[name].append(result["ops_per_sec"])
                 finally:
-                    stop(proc)
+                    server.stop()
                     shutil.rmtree(log_dir, ignore_errors=True)
         a, b = (statistics.median(rates[n]) for n in SERVERS)
         print(
@@ -134,10 +112,10 @@ def main() -> None:
         )
     for name, template in SERVERS.items():
         log_dir = tempfile.mkdtemp(prefix=f"churn-{name}-")
-        proc, port = start(template, "", log_dir)
+        server = start(template, "", log_dir)
         started = time.monotonic()
         try:
-            churn(port, args.churn, args.alive)
+            churn(server.port, args.churn, args.alive)
             took = time.monotonic() - started
             time.sleep(1)
             size = du(log_dir) / 1e6
@@ -146,7 +124,7 @@ def main() -> None:
                 f"{size:.1f} MB on disk after {took:.0f} s"
             )
         finally:
-            stop(proc)
+            server.stop()
             shutil.rmtree(log_dir, ignore_errors=True)
 
 

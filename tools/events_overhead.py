@@ -4,8 +4,11 @@
     python tools/events_overhead.py
 """
 
+from __future__ import annotations
+
 import glob
 import json
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -13,35 +16,25 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shardq.bench.servers import Server
+
 PY = sys.executable
+ROUNDS = 3
+BENCH = ["-m", "shardq", "bench", "-w", "mixed", "-c", "50", "-d", "5", "--json"]
 
 
-def run(events):
+def run(events: bool) -> tuple[float, int]:
+    """ops/s of one bench run, and the event lines the server wrote."""
     d = tempfile.mkdtemp()
-    argv = [PY, "-m", "shardq", "serve", "-p", "0"] + (["--events", d] if events else [])
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE)
-    port = int(p.stdout.readline().split(b":")[-1])
-    out = subprocess.run(
-        [
-            PY,
-            "-m",
-            "shardq",
-            "bench",
-            "-w",
-            "mixed",
-            "-c",
-            "50",
-            "-d",
-            "5",
-            "-p",
-            str(port),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    p.terminate()
-    p.wait()
+    command = f"{shlex.quote(PY)} -m shardq serve -p {{port}}"
+    if events:
+        command += f" --events {shlex.quote(d)}"
+    server = Server(command)
+    try:
+        argv = [PY, *BENCH, "-p", str(server.port)]
+        out = subprocess.run(argv, capture_output=True, text=True)
+    finally:
+        server.stop()
     r = json.loads(out.stdout)
     assert r["errors"] == 0
     lines = sum(Path(f).read_bytes().count(b"\n") for f in glob.glob(d + "/*.jsonl"))
@@ -49,11 +42,16 @@ def run(events):
     return r["ops_per_sec"], lines
 
 
-res = {"off": [], "on": []}
-for _ in range(3):
-    for k in ("off", "on"):
-        ops, lines = run(k == "on")
-        res[k].append(ops)
-        print(k, round(ops), "event lines", lines)
-off, on = statistics.median(res["off"]), statistics.median(res["on"])
-print(f"median off {off:,.0f} on {on:,.0f} ratio {on / off:.2f}")
+def main() -> None:
+    res: dict[str, list[float]] = {"off": [], "on": []}
+    for _ in range(ROUNDS):
+        for k in ("off", "on"):
+            ops, lines = run(k == "on")
+            res[k].append(ops)
+            print(k, round(ops), "event lines", lines)
+    off, on = statistics.median(res["off"]), statistics.median(res["on"])
+    print(f"median off {off:,.0f} on {on:,.0f} ratio {on / off:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -20,19 +20,28 @@ import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 START = 1_767_225_600.0  #: 2026-01-01 00:00 UTC
 SHARDS = 2
+
+
+def _counters() -> defaultdict[Any, Counter[str]]:
+    return defaultdict(Counter)
+
+
+def _lists() -> defaultdict[str, list[float]]:
+    return defaultdict(list)
 
 
 @dataclass
 class Truth:
     """Answers of one generated log: what the pipeline must find."""
 
-    counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    minutes: dict[tuple[str, int], Counter] = field(default_factory=lambda: defaultdict(Counter))
-    waits: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
-    runs: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    counts: dict[str, Counter[str]] = field(default_factory=_counters)
+    minutes: dict[tuple[str, int], Counter[str]] = field(default_factory=_counters)
+    waits: dict[str, list[float]] = field(default_factory=_lists)
+    runs: dict[str, list[float]] = field(default_factory=_lists)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 Modules: `hist` (mergeable latency histogram), `workloads` (what each connection sends and
 how each reply is checked), `loadgen` (the epoll loop of one load process), `runner` (spreads
 a load over processes, progress bar, merged result), `servers` (start/stop a server command,
-CPU and RSS of its process tree from /proc), `compare` (the A/B matrix), `report`
-(docs/BENCHMARKS.md) and `png` (a dependency-free bar chart).
+CPU and RSS of its process tree from /proc), `procs` (free ports, the listening line, /proc
+scanning, stopping processes and process groups: shared with tests/ and tools/), `compare`
+(the A/B matrix), `report` (docs/BENCHMARKS.md) and `png` (a dependency-free bar chart).
 """

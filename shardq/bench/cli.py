@@ -1,4 +1,8 @@
-"""The `shardq bench` command group (mounted on the main CLI in shardq/cli.py)."""
+"""The `shardq bench` command group (mounted on the main CLI in shardq/cli.py).
+
+Results go to stdout (a table, or JSON with --json). Progress is logged on stderr as
+``shardq[bench] INFO ...`` (which cell runs) and shown by default; `-V` adds DEBUG.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Annotated
 import typer
 
 from shardq.bench.workloads import WORKLOADS, Spec
+from shardq.log import setup as setup_logging
 
 bench_app = typer.Typer(
     help="Load-test any beanstalk server; `compare` runs the A/B matrix.",
@@ -23,6 +28,17 @@ bench_app = typer.Typer(
 
 def _progress_wanted(as_json: bool) -> bool:
     return not as_json and sys.stderr.isatty()
+
+
+Verbose = Annotated[
+    int,
+    typer.Option("-V", count=True, show_default=False, help="More logging; repeatable."),
+]
+
+
+def _setup_logging(verbose: int) -> None:
+    """INFO (the progress of `compare`) by default, DEBUG with -V."""
+    setup_logging("bench", 1 + verbose)
 
 
 @bench_app.callback()
@@ -56,8 +72,10 @@ def bench(
         int, typer.Option("--prefill", min=1, help="reserve with --duration: jobs put first.")
     ] = 200_000,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    verbose: Verbose = 0,
 ) -> None:
     """Run one workload against a beanstalk server and print throughput and latency."""
+    _setup_logging(verbose)
     if ctx.invoked_subcommand is not None:
         return
     from shardq.bench.runner import format_result, run
@@ -111,8 +129,11 @@ def compare_cmd(
         Path | None, typer.Option("--report", help="Rewrite this Markdown file's bench section.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    verbose: Verbose = 0,
 ) -> None:
     """Run the same matrix against server A and server B, alternating, and print B/A."""
+    if verbose:
+        _setup_logging(verbose)
     from shardq.bench.compare import compare, format_table
 
     if matrix not in ("standard", "quick", "memory"):

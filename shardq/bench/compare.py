@@ -3,13 +3,14 @@
 Each round starts a fresh server (on a free port), runs every cell, and stops it, so both
 servers see the same sequence; medians over rounds damp the noise of a shared machine.
 Each cell has its own tube prefix, so what one cell leaves behind cannot feed the next.
+Which cell runs is logged at INFO (`shardq bench` shows INFO by default).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from typing import Any
 from shardq.bench.runner import prefill, run
 from shardq.bench.servers import CLK_TCK, Server, cpu_delta, cpu_ticks, memory, role
 from shardq.bench.workloads import Spec
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -171,7 +174,6 @@ def compare(
     processes: int | None = None,
     scaling: list[int] | None = None,
     progress: bool = True,
-    log: Any = sys.stderr,
 ) -> dict[str, Any]:
     """Run the matrix over `rounds` (A then B each round); returns rows plus raw runs."""
     cells = matrix(matrix_name, duration)
@@ -185,13 +187,13 @@ def compare(
                 for i, cell in enumerate(cells):
                     if cell.kind == "memory":
                         continue
-                    print(f"round {rnd + 1}/{rounds} {side.upper()} {cell.label}", file=log)
+                    log.info("round %d/%d %s %s", rnd + 1, rounds, side.upper(), cell.label)
                     res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
                     runs[side][cell.key].append(res)
             for i, cell in enumerate(cells):
                 if cell.kind != "memory" or rnd > 0:
                     continue  # deterministic enough; once per server keeps the run short
-                print(f"round {rnd + 1}/{rounds} {side.upper()} {cell.label}", file=log)
+                log.info("round %d/%d %s %s", rnd + 1, rounds, side.upper(), cell.label)
                 with Server(template) as server:  # a fresh one: nothing left from other cells
                     res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
                 runs[side][cell.key].append(res)
@@ -205,20 +207,20 @@ def compare(
         "loadavg": {"before": load_before, "after": _loadavg()},
     }
     if scaling:
-        out["scaling"] = scale(b, cells, scaling, procs, progress, log)
+        out["scaling"] = scale(b, cells, scaling, procs, progress)
     out["seconds"] = time.monotonic() - started
     return out
 
 
 def scale(
-    template: str, cells: list[Cell], shards: list[int], procs: int, progress: bool, log: Any
-) -> list[dict]:
+    template: str, cells: list[Cell], shards: list[int], procs: int, progress: bool
+) -> list[dict[str, Any]]:
     """B with --shards N for each N, on the mixed and multitube rows (one round each)."""
     rows = []
     for n in shards:
         with Server(f"{template} --shards {n}") as server:
             for i, cell in enumerate(c for c in cells if c.key in SCALING_KEYS):
-                print(f"scaling --shards {n} {cell.label}", file=log)
+                log.info("scaling --shards %d %s", n, cell.label)
                 res = measure(server, cell, f"s{n}c{i}", procs, progress)
                 rows.append({"shards": n, "key": cell.key, "label": cell.label, **res})
     return rows

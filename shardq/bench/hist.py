@@ -8,11 +8,25 @@ enough to call per reply) and histograms from several load processes merge by ad
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 SUB_BITS = 6  # 64 sub-buckets per power of two
 _LINEAR = 1 << (SUB_BITS + 1)  # values below this are exact
 _MAX_SHIFT = 40  # up to ~2^47 ns (39 hours); larger values are clamped
 SIZE = _MAX_SHIFT * (1 << SUB_BITS) + _LINEAR
+
+
+def _empty_counts() -> list[int]:
+    return [0] * SIZE
+
+
+class HistogramDict(TypedDict):
+    """`Histogram.to_dict`: nonzero bucket counts by index (a string: JSON keys), totals."""
+
+    buckets: dict[str, int]
+    total: int
+    max: int
+    sum: int
 
 
 def index_of(value: int) -> int:
@@ -45,7 +59,7 @@ def highest_of(index: int) -> int:
 class Histogram:
     """Counts per bucket plus the exact maximum and sum (for the mean)."""
 
-    counts: list[int] = field(default_factory=lambda: [0] * SIZE)
+    counts: list[int] = field(default_factory=_empty_counts)
     total: int = 0
     max: int = 0
     sum: int = 0
@@ -85,7 +99,7 @@ class Histogram:
     def mean(self) -> float:
         return self.sum / self.total if self.total else 0.0
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> HistogramDict:
         """Sparse form, for pipes between processes and for --json."""
         return {
             "buckets": {str(i): c for i, c in enumerate(self.counts) if c},
@@ -95,11 +109,11 @@ class Histogram:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> Histogram:
+    def from_dict(cls, d: HistogramDict) -> Histogram:
         h = cls()
-        for k, c in d["buckets"].items():  # type: ignore[union-attr]
+        for k, c in d["buckets"].items():
             h.counts[int(k)] = int(c)
-        h.total, h.max, h.sum = int(d["total"]), int(d["max"]), int(d["sum"])  # type: ignore[arg-type]
+        h.total, h.max, h.sum = int(d["total"]), int(d["max"]), int(d["sum"])
         return h
 
     def summary_us(self) -> dict[str, float]:

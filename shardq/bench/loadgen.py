@@ -127,8 +127,7 @@ class LoadLoop:
         self.issued = 0
         self.res = Result()
         self.put_req = put_request(spec)
-        self.sel = selectors.EpollSelector() if hasattr(selectors, "EpollSelector") else None
-        self.sel = self.sel or selectors.DefaultSelector()
+        self.sel: selectors.BaseSelector = selectors.DefaultSelector()  # epoll on Linux
         self.total_target = (spec.jobs or 0) if spec.jobs else None
 
     # -- requests -------------------------------------------------------------------------

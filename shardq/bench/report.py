@@ -10,6 +10,7 @@ import platform
 import subprocess
 import sys
 import time
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,9 @@ def _v(kind: str, v: float) -> str:
 def _roles(d: dict[str, float] | None) -> str:
     if not d:
         return ""
-    return ", ".join(f"{k} {v:.2f}" for k, v in sorted(d.items(), key=lambda kv: -kv[1]) if v)
+    return ", ".join(
+        f"{k} {v:.2f}" for k, v in sorted(d.items(), key=itemgetter(1), reverse=True) if v
+    )
 
 
 def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:

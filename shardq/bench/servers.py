@@ -1,13 +1,14 @@
 """Start a server command on a free port, wait until it answers, and read the CPU time and
-memory of its whole process tree from /proc (shardq is a supervisor plus children)."""
+memory of its whole process tree from /proc (shardq is a supervisor plus children).
+
+The /proc reading and the stopping are `shardq.bench.procs`'s, shared with the tests and
+tools/."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -15,14 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from shardq.bench.procs import cmdline, free_port, is_alive, kill_pids, stat_fields, terminate, tree
+from shardq.processes.child import MODULE as CHILD_MODULE
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+STOP_TIMEOUT_S = 10.0  #: how long a server may take to exit on SIGTERM before SIGKILL
 
 
 def command_argv(template: str, port: int) -> list[str]:
@@ -33,52 +32,26 @@ def command_argv(template: str, port: int) -> list[str]:
     return argv
 
 
-def _stat(pid: int) -> list[bytes] | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data[data.rindex(b")") + 2 :].split()
-
-
-def tree(root: int) -> list[int]:
-    """`root` and all its live descendants."""
-    parent: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = _stat(int(name))
-            if st is not None and st[0] not in (b"Z", b"X"):
-                parent[int(name)] = int(st[1])
-    out, frontier = [root], [root]
-    while frontier:
-        frontier = [p for p, pp in parent.items() if pp in frontier]
-        out.extend(frontier)
-    return [p for p in out if p in parent]
-
-
 def role(pid: int) -> str:
     """A short name: the shardq child role (acceptor, shard, coordinator) or the program."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            args = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except OSError:
+    args = cmdline(pid)
+    if not args:
         return "?"
-    if "shardq.processes.child" in args:
-        i = args.index("shardq.processes.child")
+    if CHILD_MODULE in args:
+        i = args.index(CHILD_MODULE)
         return args[i + 1] if i + 1 < len(args) else "child"
     if "shardq.processes.supervisor" in args or "serve" in args:
         return "supervisor"
-    return Path(args[0]).name if args else "?"
+    return Path(args[0]).name
 
 
 def cpu_ticks(pids: list[int]) -> dict[int, int]:
     """utime+stime per pid, in clock ticks."""
     out = {}
     for pid in pids:
-        st = _stat(pid)
-        if st is not None:
-            out[pid] = int(st[11]) + int(st[12])
+        fields = stat_fields(pid)
+        if fields is not None:
+            out[pid] = int(fields[11]) + int(fields[12])
     return out
 
 
@@ -117,26 +90,55 @@ def answers(port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-class Server:
-    """One server command running on a free port, stopped by its pid (SIGTERM, then SIGKILL)."""
+def wait_answering(proc: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    """Until the server `proc` started answers on `port` (a server that replays a log binds
+    its port first); False if it exited or `timeout` s passed."""
+    deadline = time.monotonic() + timeout
+    while not answers(port, timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
-    def __init__(self, template: str, start_timeout: float = 30.0) -> None:
+
+class Server:
+    """One server command running on a free port, stopped by its pid (SIGTERM, then SIGKILL).
+
+    Its output goes to a temporary file removed at `stop`, or is appended to `log_path`
+    (kept). `new_session` starts it in a session of its own, so its whole process group can
+    be killed at once (tools/crash_test.py)."""
+
+    def __init__(
+        self,
+        template: str,
+        start_timeout: float = 30.0,
+        *,
+        log_path: Path | None = None,
+        new_session: bool = False,
+        cwd: Path | None = None,
+    ) -> None:
         self.template = template
         self.port = free_port()
         self.argv = command_argv(template, self.port)
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (lives as long as the server)
-            prefix="shardq-bench-", suffix=".log", delete=False
-        )
-        self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log
-        )
-        deadline = time.monotonic() + start_timeout
-        while not answers(self.port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                tail = Path(self.log.name).read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"server {self.argv} did not start:\n{tail}")
-            time.sleep(0.05)
+        self.keep_log = log_path is not None
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="shardq-bench-", suffix=".log")
+            os.close(fd)
+            log_path = Path(name)
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=new_session,
+                cwd=cwd,
+            )
+        if not wait_answering(self.proc, self.port, start_timeout):
+            tail = log_path.read_text(errors="replace")[-2000:]
+            self.stop()
+            raise RuntimeError(f"server {self.argv} did not start:\n{tail}")
 
     @property
     def pids(self) -> list[int]:
@@ -145,20 +147,10 @@ class Server:
     def stop(self) -> None:
         """SIGTERM the command we started; SIGKILL it and any child it left behind."""
         children = [p for p in self.pids if p != self.proc.pid]
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        for pid in children:
-            st = _stat(pid)
-            if st is not None and st[0] not in (b"Z", b"X"):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        self.log.close()
-        os.unlink(self.log.name)
+        terminate(self.proc, STOP_TIMEOUT_S)
+        kill_pids([pid for pid in children if is_alive(pid)])
+        if not self.keep_log:
+            self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> Server:
         return self

@@ -137,10 +137,6 @@ class Job:
         self.dur = self.dur & ID_MASK | delay << 64
 
     @property
-    def ready_key(self) -> int:
-        return self.key
-
-    @property
     def delayed_key(self) -> int:
         return self.deadline << 128 | self.key & LOW_MASK
 
@@ -164,12 +160,9 @@ class Job:
     def kicks(self) -> int:
         return self.counts >> 256
 
-    def counters(self) -> list[int]:
-        """[reserves, timeouts, releases, buries, kicks]"""
-        return [self.reserves, self.timeouts, self.releases, self.buries, self.kicks]
-
-    def set_counters(self, counts: list[int]) -> None:
-        reserves, timeouts, releases, buries, kicks = counts
+    def set_counters(
+        self, reserves: int, timeouts: int, releases: int, buries: int, kicks: int
+    ) -> None:
         self.counts = (
             reserves + timeouts * TIMEOUT + releases * RELEASE + buries * BURY + kicks * KICK
         )

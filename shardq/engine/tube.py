@@ -70,5 +70,6 @@ class Tube:
     def best_ready(self) -> int | None:
         return self.ready[0] if self.ready else None
 
-    def oldest_waiter(self) -> Waiter | None:
-        return next(iter(self.waiters.values()), None)
+    def oldest_waiter(self) -> Waiter:
+        """The first come of the tube's waiters; only for a tube that has waiters."""
+        return next(iter(self.waiters.values()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from operator import itemgetter
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -46,7 +47,7 @@ def to_csv(rows: list[dict]) -> str:
 
 def chart_series(series: DataFrame, rows: list[dict]) -> tuple[list[dict], int]:
     """The busiest tubes' per-minute counts, bucketed so a line has <= CHART_POINTS points."""
-    busiest = [r["tube"] for r in sorted(rows, key=lambda r: -r["puts"])[:CHART_TUBES]]
+    busiest = [r["tube"] for r in sorted(rows, key=itemgetter("puts"), reverse=True)[:CHART_TUBES]]
     part = series.where(F.col("tube").isin(*busiest)) if busiest else series.limit(0)
     epoch = F.unix_timestamp("minute")
     span = part.agg(F.min(epoch).alias("lo"), F.max(epoch).alias("hi")).first()
@@ -61,6 +62,8 @@ def chart_series(series: DataFrame, rows: list[dict]) -> tuple[list[dict], int]:
 def write_text(spark: SparkSession, uri: str, text: str) -> None:
     """Create or replace one file at `uri` through Hadoop's FileSystem (no .crc beside it)."""
     jvm = spark.sparkContext._jvm
+    if jvm is None:  # only a stopped context has no gateway
+        raise RuntimeError("the Spark context is stopped")
     path = jvm.org.apache.hadoop.fs.Path(uri)
     fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     fs.setWriteChecksum(False)

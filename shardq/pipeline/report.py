@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 import time
+from operator import itemgetter
 
 from shardq.pipeline.svg import bar_chart, line_chart
 
@@ -94,8 +95,8 @@ def _throughput(series: list[dict], bucket: int) -> str:
 
 
 def _percentiles(tubes: list[dict]) -> str:
-    busiest = sorted(tubes, key=lambda t: -t["puts"])[:BAR_TUBES]
-    busiest.sort(key=lambda t: t["tube"])
+    busiest = sorted(tubes, key=itemgetter("puts"), reverse=True)[:BAR_TUBES]
+    busiest.sort(key=itemgetter("tube"))
     out = []
     for kind, title in (("wait", "Queue wait"), ("run", "Run time")):
         bars = [

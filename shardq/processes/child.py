@@ -1,15 +1,37 @@
-"""Entry point of the supervised processes: `python -m shardq.processes.child ROLE ARGS...`."""
+"""Entry point of the supervised processes: ``python -m shardq.processes.child ROLE ...``.
+
+The supervisor builds every child's command line with `child_argv` and the child reads it
+back with `parse` (argparse, named options), so the two cannot drift apart::
+
+    ... child coordinator --run-dir=D --state-dir=S --shards=N --segment-bytes=B
+    ... child shard INDEX --run-dir=D --shards=N --server-id=X [--events-dir=E]
+                          [--wal-dir=W --segment-bytes=B --fsync-ms=MS]
+    ... child acceptor --listen-fd=FD --run-dir=D --shards=N --max-job-size=Z
+                       [--ready-fd=FD] [--draining] [--host=INDEX SHARD-OPTIONS]
+
+Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`).
+The role is the first word after the module and a shard's index the second: `role_of`
+reads them back from a command line (the tests and tools find processes that way).
+"""
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import gc
+import logging
 import os
 import signal
 import sys
-import traceback
+from collections.abc import Callable, Sequence
 
+from shardq.log import setup as setup_logging
+
+MODULE = "shardq.processes.child"
+ROLES = ("coordinator", "shard", "acceptor")
 PR_SET_PDEATHSIG = 1
+
+log = logging.getLogger(__name__)
 
 
 def die_with_parent() -> None:
@@ -36,42 +58,144 @@ def tune_gc() -> None:
     gc.freeze()
 
 
-def main(argv: list[str]) -> None:
+# ---------------------------------------------------------------------- the command line
+
+
+def child_argv(role: str, *positional: object, **options: object) -> list[str]:
+    """The command line of a child: ``python -m shardq.processes.child ROLE POSITIONAL...``
+    then ``--name=value`` for each option (``_`` becomes ``-``); an option that is None or
+    False is left out, one that is True is a bare flag. ``=`` keeps a value that starts
+    with ``-`` a value."""
+    argv = [sys.executable, "-m", MODULE, role, *map(str, positional)]
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        argv.append(flag if value is True else f"{flag}={value}")
+    return argv
+
+
+def role_of(cmdline: Sequence[str]) -> str | None:
+    """'coordinator', 'acceptor' or 'shard <i>' from a child's command line; None for any
+    other process."""
+    args = list(cmdline)
+    if MODULE not in args:
+        return None
+    rest = args[args.index(MODULE) + 1 :]
+    if not rest or rest[0] not in ROLES:
+        return None
+    if rest[0] == "shard":
+        return f"shard {rest[1]}" if len(rest) > 1 else None
+    return rest[0]
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-dir", required=True, help="where the ipc sockets live")
+    parser.add_argument("--shards", type=int, required=True)
+    parser.add_argument("--verbose", type=int, default=0, help="-V count: 0, 1 or 2")
+
+
+def _add_shard_store(parser: argparse.ArgumentParser) -> None:
+    """What a shard keeps besides its place: event log, server name, write-ahead log."""
+    parser.add_argument("--events-dir", default="", help="job event log directory [off]")
+    parser.add_argument("--server-id", default="", help="this server's name in event logs")
+    parser.add_argument("--wal-dir", default=None, help="write-ahead log directory [none]")
+    parser.add_argument("--segment-bytes", type=int, default=0)
+    parser.add_argument("--fsync-ms", type=int, default=-1, help="-1: never fsync")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
+    roles = top.add_subparsers(dest="role", required=True)
+    coordinator = roles.add_parser("coordinator")
+    _add_common(coordinator)
+    coordinator.add_argument("--state-dir", required=True, help="where the id state lives")
+    coordinator.add_argument("--segment-bytes", type=int, required=True)
+    shard = roles.add_parser("shard")
+    shard.add_argument("index", type=int)
+    _add_common(shard)
+    _add_shard_store(shard)
+    acceptor = roles.add_parser("acceptor")
+    _add_common(acceptor)
+    acceptor.add_argument("--listen-fd", type=int, required=True)
+    acceptor.add_argument("--max-job-size", type=int, required=True)
+    acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
+    acceptor.add_argument("--draining", action="store_true")
+    acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
+    _add_shard_store(acceptor)  # of the hosted shard
+    return top
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    return parser().parse_args(list(argv))
+
+
+def wal_args(args: argparse.Namespace) -> list[str]:
+    """[WAL_DIR, SEGMENT_BYTES, FSYNC_MS] as `shard.open_core` takes them; [] without a log."""
+    if args.wal_dir is None:
+        return []
+    return [args.wal_dir, str(args.segment_bytes), str(args.fsync_ms)]
+
+
+def role_label(args: argparse.Namespace) -> str:
+    return f"shard {args.index}" if args.role == "shard" else str(args.role)
+
+
+# ---------------------------------------------------------------------- the roles
+
+
+def run_coordinator(args: argparse.Namespace) -> None:
+    from shardq.processes.coordinator import main as coordinator_main
+
+    coordinator_main(args.run_dir, args.state_dir, args.shards, args.segment_bytes)
+
+
+def run_shard(args: argparse.Namespace) -> None:
+    from shardq.processes.shard import main as shard_main
+
+    shard_main(
+        args.index, args.shards, args.run_dir, args.events_dir, args.server_id, wal_args(args)
+    )
+
+
+def run_acceptor(args: argparse.Namespace) -> None:
+    from shardq.processes.acceptor import main as acceptor_main
+    from shardq.processes.shard import open_core
+
+    hosted = None
+    if args.host is not None:
+        hosted = open_core(args.host, args.shards, args.events_dir, args.server_id, wal_args(args))
+    acceptor_main(
+        args.listen_fd,
+        args.run_dir,
+        args.shards,
+        args.max_job_size,
+        args.ready_fd,
+        args.draining,
+        hosted,
+    )
+
+
+RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "coordinator": run_coordinator,
+    "shard": run_shard,
+    "acceptor": run_acceptor,
+}
+
+
+def main(argv: Sequence[str]) -> None:
     die_with_parent()
+    args = parse(argv)
+    setup_logging(role_label(args), args.verbose)
+    log.info("started (pid %d)", os.getpid())
+    log.debug("command line: %s", " ".join(argv))
     tune_gc()
-    role, args = argv[0], argv[1:]
-    if role != "acceptor":
+    if args.role != "acceptor":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
-    if role == "shard":
-        from shardq.processes.shard import main as run
-
-        run(int(args[0]), int(args[1]), args[2], args[3], args[4], args[5:])
-    elif role == "coordinator":
-        from shardq.processes.coordinator import main as run
-
-        run(args[0], args[1], int(args[2]), int(args[3]))
-    elif role == "acceptor":
-        from shardq.processes.acceptor import main as run
-        from shardq.processes.shard import open_core
-
-        rest = [a for a in args[5:] if a != "--draining"]
-        hosted = None
-        if rest[:1] == ["--host"]:  # --host INDEX EVENTS_DIR SERVER_ID [WAL_DIR SEGMENT FSYNC]
-            hosted = open_core(int(rest[1]), int(args[2]), rest[2], rest[3], rest[4:])
-        run(
-            int(args[0]),
-            args[1],
-            int(args[2]),
-            int(args[3]),
-            int(args[4]),
-            "--draining" in args[5:],
-            hosted,
-        )
-    else:
-        raise SystemExit(f"unknown role {role!r}")
+    RUNNERS[args.role](args)
 
 
-def run_and_exit(argv: list[str]) -> None:
+def run_and_exit(argv: Sequence[str]) -> None:
     """Run a role, then leave with os._exit: each role has already closed its sockets and
     synced its log in its own `finally`, and interpreter shutdown (ZeroMQ's context
     termination among it) must not be able to keep a stopped process alive."""
@@ -81,11 +205,12 @@ def run_and_exit(argv: list[str]) -> None:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         if isinstance(e.code, str):
-            print(e.code, file=sys.stderr)
+            log.error("%s", e.code)
     except BaseException:
-        traceback.print_exc()
+        log.exception("stopped by an unexpected error")
         code = 1
     finally:
+        logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

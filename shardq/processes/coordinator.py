@@ -8,6 +8,7 @@ backwards when the coordinator (or the whole server) restarts on the same state 
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import resource
@@ -17,6 +18,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import zmq
@@ -24,7 +26,10 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.processes import lifeline
-from shardq.protocol import proto
+from shardq.protocol.replies import Raw, yaml_list, yaml_map
+from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, STATS_KEYS
+
+logger = logging.getLogger(__name__)
 
 RESEND_AFTER_S = 1.0  #: a fan-out still unanswered after this long is asked again
 
@@ -75,7 +80,7 @@ class BlockTable:
 
 class Coordinator:
     def __init__(self, run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
         self.front.bind(f"ipc://{run_dir}/coordinator")
@@ -134,7 +139,7 @@ class Coordinator:
             body = self.stats(gather.extra, parts)
         else:
             tubes = sorted(t for part in parts for t in part[0])
-            body = proto.yaml_list(name for _, name in tubes)
+            body = yaml_list(name for _, name in tubes)
         self.front.send_multipart([gather.peer, wire.pack([[gather.rid, body]])])
 
     def stats(self, acc: dict[str, Any], parts: list[list[Any]]) -> bytes:
@@ -160,8 +165,8 @@ class Coordinator:
             {
                 "pid": os.getppid(),
                 "version": __version__,
-                "rusage-utime": proto.Raw(f"{utime:.6f}"),
-                "rusage-stime": proto.Raw(f"{stime:.6f}"),
+                "rusage-utime": Raw(f"{utime:.6f}"),
+                "rusage-stime": Raw(f"{stime:.6f}"),
                 "uptime": int(time.monotonic() - self.started),
                 "binlog-max-size": self.binlog_max,
                 "id": self.server_id,
@@ -170,11 +175,11 @@ class Coordinator:
                 "platform": uname.machine,
             }
         )
-        keys = STATS_KEYS
-        if "binlog-damaged-records" in values:  # only after a log with damage was replayed
-            at = keys.index("binlog-records-written") + 1
-            keys = (*keys[:at], "binlog-damaged-records", *keys[at:])
-        return proto.yaml_map((key, values[key]) for key in keys)
+        keys: tuple[str, ...] = STATS_KEYS
+        if BINLOG_DAMAGED_KEY in values:  # only after a log with damage was replayed
+            at = keys.index(BINLOG_KEYS[-1]) + 1
+            keys = (*keys[:at], BINLOG_DAMAGED_KEY, *keys[at:])
+        return yaml_map((key, values[key]) for key in keys)
 
     def serve_forever(self) -> None:
         poller = zmq.Poller()
@@ -185,7 +190,7 @@ class Coordinator:
         while True:
             lifeline.check()
             self.resend_stale()
-            for sock, _ in poller.poll(RESEND_AFTER_S * 1000):
+            for sock, _ in poller.poll(int(RESEND_AFTER_S * 1000)):
                 while True:
                     try:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -194,7 +199,7 @@ class Coordinator:
                     try:
                         batch = wire.unpack(frames[-1])
                     except ValueError:
-                        print("coordinator: dropped a malformed message", file=sys.stderr)
+                        logger.warning("coordinator: dropped a malformed message")
                         continue
                     for item in batch:
                         if sock is self.front:
@@ -203,72 +208,13 @@ class Coordinator:
                             self.on_shard(index_of[sock], item)
 
 
-BINLOG_KEYS = (
-    "binlog-oldest-index",
-    "binlog-current-index",
-    "binlog-records-migrated",
-    "binlog-records-written",
-)
-
-#: `stats` keys in beanstalkd 1.12's order.
-STATS_KEYS = (
-    "current-jobs-urgent",
-    "current-jobs-ready",
-    "current-jobs-reserved",
-    "current-jobs-delayed",
-    "current-jobs-buried",
-    "cmd-put",
-    "cmd-peek",
-    "cmd-peek-ready",
-    "cmd-peek-delayed",
-    "cmd-peek-buried",
-    "cmd-reserve",
-    "cmd-reserve-with-timeout",
-    "cmd-delete",
-    "cmd-release",
-    "cmd-use",
-    "cmd-watch",
-    "cmd-ignore",
-    "cmd-bury",
-    "cmd-kick",
-    "cmd-touch",
-    "cmd-stats",
-    "cmd-stats-job",
-    "cmd-stats-tube",
-    "cmd-list-tubes",
-    "cmd-list-tube-used",
-    "cmd-list-tubes-watched",
-    "cmd-pause-tube",
-    "job-timeouts",
-    "total-jobs",
-    "max-job-size",
-    "current-tubes",
-    "current-connections",
-    "current-producers",
-    "current-workers",
-    "current-waiting",
-    "total-connections",
-    "pid",
-    "version",
-    "rusage-utime",
-    "rusage-stime",
-    "uptime",
-    "binlog-oldest-index",
-    "binlog-current-index",
-    "binlog-records-migrated",
-    "binlog-records-written",
-    "binlog-max-size",
-    "draining",
-    "id",
-    "hostname",
-    "os",
-    "platform",
-)
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    sys.exit(0)
 
 
 def main(run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     coordinator = Coordinator(run_dir, state_dir, shards, binlog_max)
     try:
         coordinator.serve_forever()

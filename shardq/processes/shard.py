@@ -38,57 +38,141 @@ log = logging.getLogger(__name__)
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
-Handler = Callable[[Engine, int, list[Any], int], Any]
+Handler = Callable[[Engine, int, list[Any], int], list[Any] | None]
 Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
 
 
-def _bytes(fn: Callable[..., bytes]) -> Handler:
-    return lambda e, conn, a, now: [fn(e, *a)]
+# One named handler per op: handler(engine, conn, args, now) -> reply payload (a list), or
+# None for an op with no reply. `args` is the request's tail as wire.py documents it.
 
 
-def _bytes_now(fn: Callable[..., bytes]) -> Handler:
-    return lambda e, conn, a, now: [fn(e, *a, now)]
+def op_put(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    job_id, seq, tube, pri, delay, ttr, body = a
+    return [e.put(job_id, seq, tube, pri, delay, ttr, body, now)]
 
 
-def _conn_now(fn: Callable[..., Any]) -> Handler:
-    return lambda e, conn, a, now: fn(e, conn, *a, now)
+def op_reserve_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return e.reserve_job(conn, a[0], now)
 
 
-def _counts(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+def op_delete(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    job_id, *resent = a  # resent: the acceptor's "held before the restart" mark
+    return [e.delete(conn, job_id, now, *resent)]
+
+
+def op_release(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    job_id, pri, delay = a
+    return [e.release(conn, job_id, pri, delay, now)]
+
+
+def op_bury(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    job_id, pri, *resent = a
+    return [e.bury(conn, job_id, pri, now, *resent)]
+
+
+def op_touch(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return e.touch(conn, a[0], now)
+
+
+def op_peek(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.peek(a[0])]
+
+
+def op_kick_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.kick_job(a[0], now)]
+
+
+def op_stats_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.stats_job(a[0], now)]
+
+
+def op_peek_ready(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.peek_ready(a[0])]
+
+
+def op_peek_delayed(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.peek_delayed(a[0])]
+
+
+def op_peek_buried(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.peek_buried(a[0])]
+
+
+def op_kick(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    tube, bound = a
+    return [e.kick(tube, bound, now)]
+
+
+def op_stats_tube(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.stats_tube(a[0], now)]
+
+
+def op_pause_tube(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    tube, delay = a
+    return [e.pause_tube(tube, delay, now)]
+
+
+def op_ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    tube, d_using, d_watching = a
+    e.ref(tube, d_using, d_watching, now)
+    return []  # an acknowledgement
+
+
+def op_accept(e: Engine, conn: int, a: list[Any], now: int) -> None:
+    e.accept(conn, a[0], now)
+
+
+def op_decline(e: Engine, conn: int, a: list[Any], now: int) -> None:
+    e.decline(conn, a[0], now)
+
+
+def op_disconnect(e: Engine, conn: int, a: list[Any], now: int) -> None:
+    e.disconnect(conn, now)
+
+
+def op_counts(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return [{**e.counts(), **e.log_stats}, usage.ru_utime, usage.ru_stime]
 
 
-def _ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    e.ref(a[0], a[1], a[2], now)
-    return []
+def op_reassert(e: Engine, conn: int, a: list[Any], now: int) -> None:
+    job_id, deadline = a
+    e.reassert(conn, job_id, deadline, now)
 
 
-#: op -> handler(engine, conn, args, now) -> reply payload (list), or None for no reply.
+def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
+    e.forget_connections(now)
+
+
+def op_list(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    return [e.list_tubes()]
+
+
+#: op -> its handler (RESERVE and CANCEL need the peer: ShardCore.apply handles them)
 HANDLERS: dict[int, Handler] = {
-    wire.PUT: lambda e, conn, a, now: [e.put(*a, now)],
-    wire.RESERVE_JOB: _conn_now(Engine.reserve_job),
-    wire.DELETE: lambda e, conn, a, now: [e.delete(conn, a[0], now, *a[1:])],
-    wire.RELEASE: lambda e, conn, a, now: [e.release(conn, *a, now)],
-    wire.BURY: lambda e, conn, a, now: [e.bury(conn, a[0], a[1], now, *a[2:])],
-    wire.TOUCH: _conn_now(Engine.touch),
-    wire.PEEK: _bytes(Engine.peek),
-    wire.KICK_JOB: _bytes_now(Engine.kick_job),
-    wire.STATS_JOB: _bytes_now(Engine.stats_job),
-    wire.PEEK_READY: _bytes(Engine.peek_ready),
-    wire.PEEK_DELAYED: _bytes(Engine.peek_delayed),
-    wire.PEEK_BURIED: _bytes(Engine.peek_buried),
-    wire.KICK: _bytes_now(Engine.kick),
-    wire.STATS_TUBE: _bytes_now(Engine.stats_tube),
-    wire.PAUSE_TUBE: _bytes_now(Engine.pause_tube),
-    wire.REF: _ref,
-    wire.ACCEPT: lambda e, conn, a, now: e.accept(conn, a[0], now),
-    wire.DECLINE: lambda e, conn, a, now: e.decline(conn, a[0], now),
-    wire.DISCONNECT: lambda e, conn, a, now: e.disconnect(conn, now),
-    wire.COUNTS: _counts,
-    wire.REASSERT: lambda e, conn, a, now: e.reassert(conn, a[0], a[1], now),
-    wire.RESET: lambda e, conn, a, now: e.forget_connections(now),
-    wire.LIST: lambda e, conn, a, now: [e.list_tubes()],
+    wire.PUT: op_put,
+    wire.RESERVE_JOB: op_reserve_job,
+    wire.DELETE: op_delete,
+    wire.RELEASE: op_release,
+    wire.BURY: op_bury,
+    wire.TOUCH: op_touch,
+    wire.PEEK: op_peek,
+    wire.KICK_JOB: op_kick_job,
+    wire.STATS_JOB: op_stats_job,
+    wire.PEEK_READY: op_peek_ready,
+    wire.PEEK_DELAYED: op_peek_delayed,
+    wire.PEEK_BURIED: op_peek_buried,
+    wire.KICK: op_kick,
+    wire.STATS_TUBE: op_stats_tube,
+    wire.PAUSE_TUBE: op_pause_tube,
+    wire.REF: op_ref,
+    wire.ACCEPT: op_accept,
+    wire.DECLINE: op_decline,
+    wire.DISCONNECT: op_disconnect,
+    wire.COUNTS: op_counts,
+    wire.REASSERT: op_reassert,
+    wire.RESET: op_reset,
+    wire.LIST: op_list,
 }
 
 
@@ -158,9 +242,11 @@ class ShardCore:
         try:
             if op == wire.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
                 return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
-            return HANDLERS[op](self.engine, conn, args, now)
+            payload = HANDLERS[op](self.engine, conn, args, now)
         except Exception as e:  # one bad request must not take the shard down
             return self.failed(op, 0, e)
+        assert payload is not None, op  # only ops with a reply come this way
+        return payload
 
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client."""
@@ -250,7 +336,7 @@ class ShardServer:
 
     def __init__(self, core: ShardCore, endpoint: str) -> None:
         self.core = core
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
         self.sock.bind(endpoint)

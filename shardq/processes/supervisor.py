@@ -5,12 +5,17 @@ acceptor keeps the same port and `-p 0` is resolved before anything else starts.
 Signals become actions: SIGTERM/SIGINT stop everything (children get SIGTERM, then
 SIGKILL after a grace period) and remove the ipc socket files; SIGUSR1 puts the
 server in drain mode; SIGHUP is logged (reload is not supported yet).
+
+It logs through `shardq.log` as ``shardq[supervisor]`` and passes the config's `verbose`
+to every child (``--verbose``), so `-V` reaches every process. Its one line on stdout,
+``shardq listening on HOST:PORT`` (`LISTENING`), is an interface: tests and tools parse it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import select
 import shutil
@@ -24,11 +29,17 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from shardq.config import Config
+from shardq.log import setup as setup_logging
+from shardq.processes.child import child_argv
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
 CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
+#: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
+LISTENING = "shardq listening on {host}:{port}"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,7 +49,7 @@ class Child:
     name: str
     argv: list[str]
     pass_fds: tuple[int, ...] = ()
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     quick_restarts: int = 0
     extra: list[str] = field(default_factory=list)
@@ -85,10 +96,6 @@ def check_layout(wal_dir: str, shards: int) -> None:
         )
 
 
-def child_argv(role: str, *args: object) -> list[str]:
-    return [sys.executable, "-m", "shardq.processes.child", role, *map(str, args)]
-
-
 class Supervisor:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -102,16 +109,16 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
-        n = config.shards
-        self.children = [
-            Child(
-                "coordinator",
-                child_argv("coordinator", self.run_dir, self.state_dir, n, config.segment_bytes),
-            )
-        ]
+        coordinator = child_argv(
+            "coordinator",
+            state_dir=self.state_dir,
+            segment_bytes=config.segment_bytes,
+            **self.common_options(),
+        )
+        self.children = [Child("coordinator", coordinator)]
         self.children += [
-            Child(f"shard {i}", child_argv("shard", i, n, self.run_dir, *self.shard_args(i)))
-            for i in range(n)
+            Child(f"shard {i}", child_argv("shard", i, **self.common_options(), **self.store(i)))
+            for i in range(config.shards)
             if i != self.hosted_shard()
         ]
         fd = self.listener.fileno()
@@ -124,29 +131,36 @@ class Supervisor:
         """The shard the acceptor runs in its own process (`colocate`): shard 0, or none."""
         return 0 if self.config.colocate else None
 
-    def shard_args(self, shard: int) -> list[object]:
-        """What a shard needs besides its place: event log directory, server id, log."""
-        events = self.config.events_dir or ""
-        return [events, self.config.server_id, *self.wal_args(shard)]
+    def common_options(self) -> dict[str, object]:
+        """What every child is told: the run directory, the shard count, the -V count."""
+        return {
+            "run_dir": self.run_dir,
+            "shards": self.config.shards,
+            "verbose": self.config.verbose,
+        }
 
-    def wal_args(self, shard: int) -> list[object]:
-        """A shard's log directory, segment size and fsync policy (-1: never); none without -b."""
+    def store(self, shard: int) -> dict[str, object]:
+        """A shard's options besides its place: event log directory, server id, and its
+        write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
         cfg = self.config
-        if cfg.wal_dir is None:
-            return []
-        fsync = -1 if cfg.fsync_ms is None else cfg.fsync_ms
-        return [os.path.join(cfg.wal_dir, f"shard-{shard}"), cfg.segment_bytes, fsync]
+        options: dict[str, object] = {"events_dir": cfg.events_dir, "server_id": cfg.server_id}
+        if cfg.wal_dir is not None:
+            options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
+            options["segment_bytes"] = cfg.segment_bytes
+            options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
+        return options
 
     def acceptor_argv(self, ready_fd: int) -> list[str]:
-        fd, cfg = self.listener.fileno(), self.config
-        argv = child_argv("acceptor", fd, self.run_dir, cfg.shards, cfg.max_job_size, ready_fd)
         hosted = self.hosted_shard()
-        if hosted is not None:
-            argv += ["--host", str(hosted), *map(str, self.shard_args(hosted))]
-        return argv
-
-    def log(self, message: str) -> None:
-        print(f"shardq: {message}", file=sys.stderr, flush=True)
+        return child_argv(
+            "acceptor",
+            listen_fd=self.listener.fileno(),
+            max_job_size=self.config.max_job_size,
+            ready_fd=ready_fd,
+            host=hosted,
+            **self.common_options(),
+            **(self.store(hosted) if hosted is not None else {}),
+        )
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -157,7 +171,7 @@ class Supervisor:
             if self.acceptor.proc is not None:
                 self.acceptor.proc.send_signal(signal.SIGUSR1)
         elif signum == signal.SIGHUP:
-            self.log("SIGHUP: configuration reload is not supported yet; ignored")
+            log.warning("SIGHUP: configuration reload is not supported yet; ignored")
 
     def run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
@@ -168,9 +182,8 @@ class Supervisor:
             if not self.wait_ready():
                 return 1
             host, port = self.listener.getsockname()[:2]
-            print(f"shardq listening on {host}:{port}", flush=True)
-            if self.config.verbose:
-                self.log(f"pid {os.getpid()}, {self.config.shards} shards, run dir {self.run_dir}")
+            print(LISTENING.format(host=host, port=port), flush=True)
+            log.info("pid %d, %d shards, run dir %s", os.getpid(), self.config.shards, self.run_dir)
             while not self.stopping:
                 time.sleep(CHECK_PERIOD_S)
                 self.restart_dead()
@@ -191,7 +204,7 @@ class Supervisor:
                 os.close(self.ready_r)
                 return True
             self.restart_dead()
-        self.log(f"processes did not come up within {START_TIMEOUT_S:.0f} s")
+        log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
         return False
 
     def restart_dead(self) -> None:
@@ -202,7 +215,9 @@ class Supervisor:
             quick = time.monotonic() - child.started < 5.0
             child.quick_restarts = child.quick_restarts + 1 if quick else 0
             delay = RESTART_BACKOFF_S[min(child.quick_restarts, len(RESTART_BACKOFF_S) - 1)]
-            self.log(f"{child.name} (pid {child.proc.pid}) exited with status {code}; restarting")
+            log.warning(
+                "%s (pid %d) exited with status %s; restarting", child.name, child.proc.pid, code
+            )
             time.sleep(delay)
             child.start()
 
@@ -229,16 +244,15 @@ class Supervisor:
 
 
 def serve(config: Config) -> int:
+    setup_logging("supervisor", config.verbose)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:
         supervisor = Supervisor(config)
     except LayoutError as e:
-        print(f"shardq: {e}", file=sys.stderr)
+        log.error("%s", e)
         return 2
     except OSError as e:
-        print(
-            f"shardq: cannot listen on {config.listen}:{config.port}: {e.strerror}", file=sys.stderr
-        )
+        log.error("cannot listen on %s:%d: %s", config.listen, config.port, e.strerror)
         return 1
     return supervisor.run()
 

@@ -8,7 +8,7 @@ batch and flushed, so a crash loses at most the turn in progress.
 Files are DIR/<server>-shard<N>-<YYYYmmddHH>[.<part>].jsonl: a new file every UTC hour,
 and a new part when one passes `max_bytes`, so no file grows without bound (deleting old
 hours is the operator's retention policy). A failing disk never stops the queue: the
-batch is dropped and counted in `dropped`, one line goes to stderr (at most every
+batch is dropped and counted in `dropped`, one warning is logged (at most every
 LOG_EVERY seconds), and the next batch tries a fresh open.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import IO, Any
@@ -25,7 +25,9 @@ from typing import IO, Any
 FIELDS = ("ts", "server", "shard", "tube", "job", "event", "pri", "delay", "ttr", "bytes")
 EVENTS = ("put", "reserve", "release", "bury", "kick", "delete", "timeout", "touch")
 MAX_FILE_BYTES = 64 * 1024 * 1024  #: start a new part when a file grows past this
-LOG_EVERY = 60.0  #: seconds between two "events dropped" lines on stderr
+LOG_EVERY = 60.0  #: seconds between two "events dropped" warnings
+
+log = logging.getLogger(__name__)
 
 Opener = Callable[[str], IO[str]]
 
@@ -38,7 +40,8 @@ class EventLog:
     """Appends a shard's job events to DIR/<server>-shard<N>-<YYYYmmddHH>.jsonl.
 
     `clock` (epoch seconds) picks the hour of the file name; `opener` opens a file for
-    appending. Both are seams for tests (a fake hour, a disk that fails).
+    appending. Both are seams for tests (a fake hour, a disk that fails). The "events
+    dropped" warning goes to this module's logger, or as a plain line to `log` if given.
     """
 
     def __init__(
@@ -70,7 +73,7 @@ class EventLog:
         self._head = f'{{"ts":%.6f,"server":{server_json},"shard":{int(shard)},"tube":'
 
     # ------------------------------------------------------------------ formatting
-    def format(self, rows: list[tuple], wall_offset_ns: int) -> str:
+    def format(self, rows: list[tuple[Any, ...]], wall_offset_ns: int) -> str:
         """JSON lines for engine audit rows; `wall_offset_ns` turns monotonic ns into epoch."""
         head = self._head
         out = []
@@ -106,7 +109,7 @@ class EventLog:
             self._size += 1
         return f
 
-    def write(self, rows: list[tuple], wall_offset_ns: int) -> None:
+    def write(self, rows: list[tuple[Any, ...]], wall_offset_ns: int) -> None:
         """Append one turn's audit rows; on OSError drop them, count them, say so."""
         if not rows:
             return
@@ -128,11 +131,14 @@ class EventLog:
         lost = self.dropped - self._logged_dropped
         self._logged_at, self._logged_dropped = now, self.dropped
         reason = error.strerror or str(error)
-        print(
+        message = (
             f"shard {self.shard}: event log: {reason}; {lost} events dropped "
-            f"({self.dropped} since start)",
-            file=self._log or sys.stderr,
+            f"({self.dropped} since start)"
         )
+        if self._log is None:
+            log.warning("%s", message)
+        else:
+            self._log.write(message + "\n")
 
     def close(self) -> None:
         if self._file is not None:

@@ -8,46 +8,47 @@ After the header come records:
 
     b"\\xa5\\x5a" | u32 payload length | u32 crc32(payload) | payload (msgpack list)
 
-The payloads are the engine's records (engine.py): ["J", …] a whole job, ["S", …] a
-job's new state, ["D", id] a delete. Reading stops at a zero length (the preallocated
-tail). A record whose checksum fails is skipped and counted; if no valid record
-follows it, it was the torn last write of a crash and is cut off with one warning.
+The payloads are the engine's records, laid out in shardq/engine/records.py: ["J", …] a
+whole job, ["S", …] a job's new state, ["D", id] a delete. Reading stops at a zero length
+(the preallocated tail). A record whose checksum fails is skipped and counted; if no valid
+record follows it, it was the torn last write of a crash and is cut off with one warning.
 
 Compaction: when the segments hold more than twice the live jobs' bytes plus one
 segment, a new segment is started with a snapshot of every live job, synced, and the
 older segments are deleted. Disk use stays proportional to live data.
 
 WAL_VERSION and changing the format: (1) bump WAL_VERSION; (2) keep a reader for the
-previous version in `_decode` so an old log still replays; (3) the first compaction
-after start-up rewrites everything in the new format; (4) note it in the changelog.
+previous version (in `decode_segment` and records.py) so an old log still replays; (3) the
+first compaction after start-up rewrites everything in the new format; (4) note it in the
+changelog.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
-import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import msgpack
+
+from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS
+
+logger = logging.getLogger(__name__)
 
 WAL_VERSION = 1
 HEADER = b"SQWAL" + bytes([WAL_VERSION]) + b"\0\0"
 MAGIC = b"\xa5\x5a"
 REC_HEAD = struct.Struct("<2sII")  # magic, payload length, crc32
 HEADROOM = 64 * 1024  #: room kept in each segment for deletes and state changes
-MAX_RECORD = 1 << 31
 
 
-class WalFull(Exception):
-    """The log cannot take a new job now (no disk space for a segment)."""
-
-
-def encode(record: list[Any]) -> bytes:
+def encode(record: Sequence[Any]) -> bytes:
+    """One record framed for a segment (a tuple packs as the same array as a list)."""
     payload = msgpack.packb(record, use_bin_type=True)
     return REC_HEAD.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
 
@@ -125,9 +126,8 @@ class Wal:
             with open(path, "rb") as f:
                 data = f.read()
             if not data.startswith(HEADER[:6]):
-                print(
-                    f"wal: {path}: not a shardq log of version {WAL_VERSION}; skipped",
-                    file=sys.stderr,
+                logger.warning(
+                    "wal: %s: not a shardq log of version %d; skipped", path, WAL_VERSION
                 )
                 self.damaged += 1
                 self.segments[index] = len(data)
@@ -135,12 +135,12 @@ class Wal:
             records, end, damaged, torn = decode_segment(data)
             self.damaged += damaged
             if damaged:
-                print(f"wal: {path}: {damaged} damaged record(s) skipped", file=sys.stderr)
+                logger.warning("wal: %s: %d damaged record(s) skipped", path, damaged)
             if torn and index == indexes[-1]:
-                print(f"wal: {path}: torn last record cut off at byte {end}", file=sys.stderr)
+                logger.warning("wal: %s: torn last record cut off at byte %d", path, end)
             elif torn:
                 self.damaged += 1
-                print(f"wal: {path}: damaged tail skipped at byte {end}", file=sys.stderr)
+                logger.warning("wal: %s: damaged tail skipped at byte %d", path, end)
             self.segments[index] = end
             yield from records
         self.index = max(indexes, default=0)
@@ -187,15 +187,14 @@ class Wal:
             try:
                 self._open_segment()
             except OSError as e:
-                why = f"wal: cannot allocate a new segment: {e.strerror}; refusing puts"
-                print(why, file=sys.stderr)
+                logger.error("wal: cannot allocate a new segment: %s; refusing puts", e.strerror)
                 return False
             if self.offset + self.admitted + need + HEADROOM > self.segment_bytes:
                 return False  # more than a segment holds in one turn: the client retries
         self.admitted += need
         return True
 
-    def append(self, records: list[list[Any]]) -> None:
+    def append(self, records: Sequence[Sequence[Any]]) -> None:
         """Write a batch of records with one write (group commit); sync per policy later."""
         data = b"".join(encode(r) for r in records)
         self.admitted = 0
@@ -237,7 +236,7 @@ class Wal:
         used = sum(self.segments.values())
         return len(self.segments) >= 2 and used > 2 * live_bytes + self.segment_bytes
 
-    def compact(self, snapshot: list[list[Any]]) -> None:
+    def compact(self, snapshot: Sequence[Sequence[Any]]) -> None:
         """Rewrite the live jobs into a new segment, then drop every older one."""
         old = [i for i in self.segments if i != self.index] + [self.index]
         self._open_segment()
@@ -254,13 +253,17 @@ class Wal:
         self._sync_dir()
 
     def stats(self) -> dict[str, int]:
-        return {
-            "binlog-oldest-index": min(self.segments, default=0),
-            "binlog-current-index": self.index,
-            "binlog-records-migrated": self.records_migrated,
-            "binlog-records-written": self.records_written,
-            **({"binlog-damaged-records": self.damaged} if self.damaged else {}),
-        }
+        """The binlog-* fields of `stats` (the damaged count only when there was damage)."""
+        values = (
+            min(self.segments, default=0),  # oldest index
+            self.index,  # current index
+            self.records_migrated,
+            self.records_written,
+        )
+        fields = dict(zip(BINLOG_KEYS, values, strict=True))
+        if self.damaged:
+            fields[BINLOG_DAMAGED_KEY] = self.damaged
+        return fields
 
     def close(self) -> None:
         if self.fd >= 0:

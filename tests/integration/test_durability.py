@@ -4,13 +4,11 @@ Every server runs with ``-b DIR -f 0`` on a directory under tmp_path. "SIGKILL o
 whole server" kills every process of the server's process group at once (a real crash:
 nothing gets to sync); killing only the supervisor lets the children stop by themselves.
 The crash checks are tools/crash_test.py's (the same code the tool runs for longer);
-``SHARDQ_CRASH_REPEAT`` (default 1) repeats them.
+``SHARDQ_CRASH_REPEAT`` (default 1) repeats them. tests/conftest.py puts tools/ on the path.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -19,22 +17,16 @@ import sys
 import time
 from pathlib import Path
 
+import crash_test
 import pytest
+from crash_load import Client
+from helpers import skip_or_fail, wal_args
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("crash_test", REPO_ROOT / "tools" / "crash_test.py")
-assert _spec is not None and _spec.loader is not None
-crash_test = importlib.util.module_from_spec(_spec)
-sys.modules["crash_test"] = crash_test
-_spec.loader.exec_module(crash_test)
-Client = crash_test.Client
+from shardq.bench.procs import kill_group, tracer_pid, wait_group_gone
 
+STRACE_HINT = "needs strace to kill the shard at its fsync: apt-get install -y strace"
 REPEAT = max(1, int(os.environ.get("SHARDQ_CRASH_REPEAT", "1") or 1))
 CRASH_SECONDS = 2.5  #: load time per crash round (a round, restart included, stays < 30 s)
-
-
-def wal_args(log_dir: Path) -> tuple[str, ...]:
-    return ("-b", str(log_dir), "-f", "0")
 
 
 def crash_template(shards: int = 2) -> str:
@@ -46,24 +38,15 @@ def wait_exit(proc: subprocess.Popen, timeout: float = 15.0) -> int:
     return proc.wait(timeout=timeout)
 
 
-def wait_group_gone(server, problem: str) -> None:
-    """Wait (10 s at most) until no process of the server's process group is left."""
-    server.proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while crash_test.group_members(server.proc.pid):
-        assert time.monotonic() < deadline, problem
-        time.sleep(0.02)
-
-
 def kill_whole(server) -> None:
     """SIGKILL every process of the server at once (its own session/process group)."""
     os.killpg(server.proc.pid, signal.SIGKILL)
-    wait_group_gone(server, "processes of the killed server still run")
+    assert wait_group_gone(server.proc), "processes of the killed server still run"
 
 
 def kill_supervisor(server) -> None:
     server.proc.kill()
-    wait_group_gone(server, "children outlived the supervisor")
+    assert wait_group_gone(server.proc), "children outlived the supervisor"
 
 
 def graceful(server) -> None:
@@ -232,9 +215,7 @@ def test_other_shard_count_is_refused(shardq_server, shardq_launch, tmp_path: Pa
         code = wait_exit(proc)
     finally:
         if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            kill_group(proc)
         if proc.stdout is not None:
             proc.stdout.close()
     err = stderr_path.read_text().strip()
@@ -280,14 +261,6 @@ def test_crash_acceptor_sigkill(tmp_path: Path) -> None:
     _crash_rounds(tmp_path, "acceptor")
 
 
-def _tracer_pid(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("TracerPid:"):
-                return int(line.split()[1])
-    return 0
-
-
 @pytest.mark.parametrize(("op", "expect"), [("delete", b"DELETED"), ("bury", b"BURIED")])
 def test_reply_lost_in_shard_crash_is_still_right(
     shardq_server, tmp_path: Path, op: str, expect: bytes
@@ -297,7 +270,7 @@ def test_reply_lost_in_shard_crash_is_still_right(
     get the answer of what happened, not NOT_FOUND. BUG B4."""
     strace = shutil.which("strace")
     if strace is None:
-        pytest.skip("needs strace to kill the shard at its fsync")
+        skip_or_fail(STRACE_HINT)
     srv = shardq_server(1, (*wal_args(tmp_path / "wal"), "--no-colocate"))  # a shard process
     c = Client(srv.port)
     job = put(c, b"default", b"lost reply")
@@ -311,7 +284,7 @@ def test_reply_lost_in_shard_crash_is_still_right(
     )
     try:
         deadline = time.monotonic() + 10
-        while _tracer_pid(shard) != tracer.pid:
+        while tracer_pid(shard) != tracer.pid:
             assert time.monotonic() < deadline, "strace did not attach"
             time.sleep(0.01)
         reply = c.cmd(b"delete %d" % job if op == "delete" else b"bury %d 5" % job)

@@ -13,22 +13,13 @@ import os
 import signal
 import socket
 from pathlib import Path
-from zlib import crc32
 
 import pytest
-from helpers import poll_for
-from test_durability import Client, wal_args
+from crash_load import Client
+from helpers import poll_for, tube_on_shard, wal_args
 
 GHOSTS = 200
 JOBS = 20
-
-
-def tube_on(shard: int, shards: int) -> bytes:
-    """A tube name that hashes to `shard` (crc32(name) % shards, as the server routes)."""
-    n = 0
-    while crc32(b"ghost-%d" % n) % shards != shard:
-        n += 1
-    return b"ghost-%d" % n
 
 
 def tube_stats(c: Client, tube: bytes) -> dict[str, str]:
@@ -46,7 +37,7 @@ def test_reserves_of_closed_connections_are_not_resent_after_a_shard_restart(
     srv = shardq_server(shards, (*wal_args(tmp_path / "wal"), *extra))
     role = f"shard {victim}"
     before = srv.wait_all_children()[role]
-    tube = tube_on(victim, shards)
+    tube = tube_on_shard(victim, shards, "ghost-").encode()
 
     ghosts = []
     for _ in range(GHOSTS):

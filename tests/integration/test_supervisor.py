@@ -12,12 +12,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from helpers import connect, poll_for, read_replies, send
+from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_shard
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from shardq.bench.procs import kill_group
+
 #: Seconds a stopping server may take (the issue's limit).
 STOP_LIMIT = 5.0
 
@@ -184,21 +184,9 @@ def test_sigterm_without_run_dir_leaves_no_temp_dir(tmp_path):
         assert list(tmp_dir.iterdir()) == []
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            kill_group(proc)
         proc.stdout.close()
         proc.stderr.close()
-
-
-def tube_on_shard(shard: int, shards: int) -> str:
-    """A tube name that hashes to ``shard`` (crc32 % shards, as DESIGN.md describes)."""
-    from zlib import crc32
-
-    for i in range(1000):
-        name = f"tube{i}"
-        if crc32(name.encode()) % shards == shard:
-            return name
-    raise AssertionError("no tube found")
 
 
 @pytest.mark.parametrize("role", ["shard 0", "shard 1", "coordinator"])

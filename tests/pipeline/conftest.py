@@ -10,17 +10,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-TOOLS = REPO / "tools"
-if str(TOOLS) not in sys.path:  # tools/gen_events.py is a script, not a package
-    sys.path.insert(0, str(TOOLS))
+from helpers import REPO_ROOT as REPO
+from helpers import skip_or_fail
 
 HINT = "needs pyspark and Java: pip install -e '.[pipeline]' (make test does it)"
 #: Settings that make a test JVM start faster and smaller; tests and local runs only.
@@ -43,15 +38,7 @@ def require_spark() -> None:
     missing = importlib.util.find_spec("pyspark") is None
     missing = missing or (shutil.which("java") is None and not os.environ.get("JAVA_HOME"))
     if missing:
-        if os.environ.get("CI"):
-            pytest.fail(HINT)
-        pytest.skip(HINT)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        skip_or_fail(HINT)
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +68,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
 @pytest.fixture(scope="session")
 def generated(tmp_path_factory: pytest.TempPathFactory):
     """A small generated log (3 servers, one restart, shuffled lines) and its Truth."""
-    import gen_events
+    import gen_events  # tools/gen_events.py (tests/conftest.py puts tools/ on the path)
 
     directory = tmp_path_factory.mktemp("events")
     truth = gen_events.Truth()

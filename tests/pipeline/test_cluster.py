@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -19,12 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import JVM_FLAGS, REPO, free_port, spark_env
+from shardq.bench.procs import free_port, terminate
+
+from .conftest import JVM_FLAGS, REPO, spark_env
 
 pytestmark = pytest.mark.spark
 
 #: Seconds for the master to listen and the worker to register.
 START_TIMEOUT = 60.0
+#: Seconds a daemon gets to exit on SIGTERM (by its PID: spark-class execs java) before SIGKILL.
+STOP_TIMEOUT = 15.0
 
 
 def spark_home() -> Path:
@@ -42,17 +45,6 @@ def daemon_env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the daemon by its PID (spark-class execs java), SIGKILL if it lingers."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def alive_workers(webui: int) -> int:
     with contextlib.suppress(OSError, ValueError):
         with urllib.request.urlopen(f"http://127.0.0.1:{webui}/json/", timeout=2) as r:
@@ -68,7 +60,7 @@ def cluster(tmp_path: Path) -> Iterator[str]:
     spark_class = str(spark_home() / "bin" / "spark-class")
     port, webui = free_port(), free_port()
     url = f"spark://127.0.0.1:{port}"
-    procs: list[subprocess.Popen] = []
+    procs: list[subprocess.Popen[bytes]] = []
     log = open(tmp_path / "daemons.log", "wb")  # noqa: SIM115 (closed below)
     try:
         master = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
@@ -88,7 +80,7 @@ def cluster(tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         for proc in reversed(procs):
-            stop(proc)
+            terminate(proc, STOP_TIMEOUT)
         log.close()
 
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import greenstalk
 import pytest
+
+from shardq.bench.procs import terminate, wait_listening
 
 from .conftest import JVM_FLAGS, REPO, require_spark, spark_env
 from .expect import read_tubes_csv
@@ -19,38 +19,28 @@ from .expect import read_tubes_csv
 pytestmark = pytest.mark.spark
 
 START_TIMEOUT = 20.0
-LISTENING = re.compile(r"^shardq listening on 127\.0\.0\.1:(\d+)$")
+STOP_TIMEOUT = 10.0
 FILE_NAME = re.compile(r"^.+-shard[01]-\d{10}(\.\d+)?\.jsonl$")
 
 
-def start_server(events: Path) -> tuple[subprocess.Popen, int]:
+def start_server(events: Path) -> tuple[subprocess.Popen[bytes], int]:
     argv = [sys.executable, "-m", "shardq", "serve", "-p", "0", "--shards", "2"]
     proc = subprocess.Popen(
         [*argv, "--events", str(events)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        text=True,
         cwd=events.parent,  # no config/shardq.yaml here: defaults plus flags
     )
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        match = LISTENING.match(line.strip())
-        if match:
-            return proc, int(match.group(1))
-        if not line and proc.poll() is not None:
-            break
-    proc.kill()
-    pytest.fail("shardq did not print its listening line")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
+    port, _ = wait_listening(proc, START_TIMEOUT)
+    if port is None:
         proc.kill()
         proc.wait()
+        pytest.fail("shardq did not print its listening line")
+    return proc, port
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if terminate(proc, STOP_TIMEOUT) is None:
         pytest.fail("shardq did not stop on SIGTERM")
 
 

@@ -23,6 +23,7 @@ from shardq.processes.acceptor.conn import BUSY, COORDINATOR, Conn
 from shardq.processes.acceptor.loop import Acceptor
 from shardq.protocol import commands as c
 from shardq.protocol import proto
+from shardq.protocol.stats_keys import CMD_KEYS
 
 
 def make_acceptor(tmp_path: Path, shards: int) -> Acceptor:
@@ -198,3 +199,7 @@ def test_an_offer_nobody_tracks_is_declined(two_shards: Acceptor) -> None:
     a.blocks[1] = 1  # ids 1025..2048 live on shard 1
     a.on_replies([offer(999, 1030, 5, 20, 42)])
     assert [(r[0], r[2], r[3]) for r in sent(a, 1)] == [(wire.DECLINE, 42, 1030)]
+
+
+def test_every_command_counter_is_a_stats_key() -> None:
+    assert tuple(dict.fromkeys(handlers.STAT_KEYS.values())) == CMD_KEYS

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "shardq"
 #: top-level room -> layer; higher layers may import lower ones, never the reverse
 LAYERS: dict[str, int] = {
     "__init__": 0,  # the version string
+    "log": 0,  # logging set-up, used by every process
     "protocol": 0,  # sans-IO beanstalk protocol
     "engine": 1,  # pure job engine with an injected clock
     "cluster": 2,  # routing rules and inter-process messages

@@ -507,8 +507,5 @@ def test_fixed_replies_are_full_lines() -> None:
     ]
     for name in names:
         assert getattr(proto, name) == name.encode() + CRLF
-    assert proto.inserted(3) == b"INSERTED 3\r\n"
-    assert proto.buried_id(4) == b"BURIED 4\r\n"
-    assert proto.kicked(0) == b"KICKED 0\r\n"
     assert proto.using("a") == b"USING a\r\n"
     assert proto.watching(2) == b"WATCHING 2\r\n"

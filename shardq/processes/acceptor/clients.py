@@ -24,147 +24,153 @@ RECV_BYTES = 256 * 1024
 log = logging.getLogger(__name__)
 
 
-class Clients:
-    """A room of the Acceptor (loop.py); see the module docstring."""
-
-    def reply(self: Acceptor, conn: Conn, data: bytes) -> None:
-        """Answer the current command and let the connection go on to its next one."""
-        conn.step("answer")
-        conn.out += data
-        self.dirty.add(conn)
-        if not conn.pumping:  # a reply given inside pump(): its loop goes on by itself
-            self.pump(conn)
-
-    def flush_output(self: Acceptor) -> None:
-        for conn in list(self.dirty):
-            self.write(conn)
-            if conn.phase is CLOSING:
-                self.close(conn)
-        self.dirty.clear()
-
-    def finish(self: Acceptor, conn: Conn) -> None:
-        """Close the connection once this turn's output (committed to the log) is written."""
-        conn.step("finish")
-        self.dirty.add(conn)
-
-    def write(self: Acceptor, conn: Conn) -> None:
-        if conn.phase is CLOSED or not conn.out:
-            return
-        try:
-            sent = conn.sock.send(conn.out)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            self.close(conn)
-            return
-        del conn.out[:sent]
-        if bool(conn.out) != conn.wants_write:  # epoll_ctl only when the interest changes
-            conn.wants_write = bool(conn.out)
-            mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
-            self.sel.modify(conn.sock, mask, conn)
-
-    def accept(self: Acceptor) -> None:
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ECONNABORTED):
-                    return
-                raise
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Conn(self.next_conn, sock, self.max_job_size)
-            self.next_conn += 1
-            self.total_connections += 1
-            self.conns[conn.id] = conn
-            self.sel.register(sock, selectors.EVENT_READ, conn)
-            self.request(
-                tube_shard("default", self.shard_count), wire.REF, conn, ["default", 1, 1], None
-            )
-
-    def read(self: Acceptor, conn: Conn) -> None:
-        try:
-            data = conn.sock.recv(RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.close(conn)
-            return
-        if not data:
-            conn.eof = True
-            if isinstance(conn.waiting, CrossReserve):
-                self.finish_cross(conn.waiting, proto.TIMED_OUT)
-            elif conn.waiting is not None:
-                self.pending.pop(conn.waiting, None)
-                self.inflight.pop(conn.waiting, None)
-                conn.waiting = None
-                conn.out += proto.TIMED_OUT
-                conn.step("answer")
-            if conn.phase is IDLE and conn.held is None:
-                self.finish(conn)
-            return
-        conn.parser.feed(data)
+def reply(self: Acceptor, conn: Conn, data: bytes) -> None:
+    """Answer the current command and let the connection go on to its next one."""
+    conn.step("answer")
+    conn.out += data
+    self.dirty.add(conn)
+    if not conn.pumping:  # a reply given inside pump(): its loop goes on by itself
         self.pump(conn)
 
-    def pump(self: Acceptor, conn: Conn) -> None:
-        """Run the connection's buffered commands until one must wait for a reply. Replies
-        stay in order: a command joins a pipeline only if its answer comes from the same
-        shard; any other waits (held) until the pipeline has drained."""
-        conn.pumping = True
-        try:
-            while conn.phase < BUSY:  # IDLE or PIPING
-                cmd = conn.held or conn.parser.next_command()
-                if cmd is None:
-                    if conn.eof and conn.phase is IDLE:
-                        self.finish(conn)
-                    return
-                if conn.phase is PIPING and not self.joins_pipe(conn, cmd):
-                    conn.held = cmd
-                    return
-                conn.held = None
-                self.dispatch(conn, cmd)
-        finally:
-            conn.pumping = False
 
-    def close(self: Acceptor, conn: Conn) -> None:
-        if conn.phase is CLOSED:
+def flush_output(self: Acceptor) -> None:
+    for conn in list(self.dirty):
+        self.write(conn)
+        if conn.phase is CLOSING:
+            self.close(conn)
+    self.dirty.clear()
+
+
+def finish(self: Acceptor, conn: Conn) -> None:
+    """Close the connection once this turn's output (committed to the log) is written."""
+    conn.step("finish")
+    self.dirty.add(conn)
+
+
+def write(self: Acceptor, conn: Conn) -> None:
+    if conn.phase is CLOSED or not conn.out:
+        return
+    try:
+        sent = conn.sock.send(conn.out)
+    except BlockingIOError:
+        sent = 0
+    except OSError:
+        self.close(conn)
+        return
+    del conn.out[:sent]
+    if bool(conn.out) != conn.wants_write:  # epoll_ctl only when the interest changes
+        conn.wants_write = bool(conn.out)
+        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
+        self.sel.modify(conn.sock, mask, conn)
+
+
+def accept(self: Acceptor) -> None:
+    while True:
+        try:
+            sock, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
             return
-        conn.step("close")
-        self.conns.pop(conn.id, None)
-        self.dirty.discard(conn)
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(conn.sock)
-        conn.sock.close()
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ECONNABORTED):
+                return
+            raise
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Conn(self.next_conn, sock, self.max_job_size)
+        self.next_conn += 1
+        self.total_connections += 1
+        self.conns[conn.id] = conn
+        self.sel.register(sock, selectors.EVENT_READ, conn)
+        self.request(
+            tube_shard("default", self.shard_count), wire.REF, conn, ["default", 1, 1], None
+        )
+
+
+def read(self: Acceptor, conn: Conn) -> None:
+    try:
+        data = conn.sock.recv(RECV_BYTES)
+    except (BlockingIOError, InterruptedError):
+        return
+    except OSError:
+        self.close(conn)
+        return
+    if not data:
+        conn.eof = True
         if isinstance(conn.waiting, CrossReserve):
-            self.finish_cross(conn.waiting, None)
-        elif conn.waiting is not None:  # the DISCONNECT below ends it in the shard
+            self.finish_cross(conn.waiting, proto.TIMED_OUT)
+        elif conn.waiting is not None:
             self.pending.pop(conn.waiting, None)
             self.inflight.pop(conn.waiting, None)
             conn.waiting = None
-        for shard in conn.shards:
-            self.request(shard, wire.DISCONNECT, conn, [], None)
-        self.request(self.shard_of(conn.use), wire.REF, conn, [conn.use, -1, 0], None)
-        for tube in conn.watch:
-            self.request(self.shard_of(tube), wire.REF, conn, [tube, 0, -1], None)
+            conn.out += proto.TIMED_OUT
+            conn.step("answer")
+        if conn.phase is IDLE and conn.held is None:
+            self.finish(conn)
+        return
+    conn.parser.feed(data)
+    self.pump(conn)
 
-    def dispatch(self: Acceptor, conn: Conn, cmd: c.Command) -> None:
-        key = cmd.stat if isinstance(cmd, c.ErrorReply) else STAT_KEYS.get(type(cmd))
-        if key is not None:
-            self.stats[key] += 1
-        handler = HANDLERS.get(type(cmd))
-        if handler is None:
-            self.reply(conn, cmd.reply if isinstance(cmd, c.ErrorReply) else proto.INTERNAL_ERROR)
-            return
-        try:
-            handler(self, conn, cmd)
-        except Exception:  # a bug must cost one command, not every connection
-            self.internal_error(conn, f"command {cmd!r}")
 
-    def internal_error(self: Acceptor, conn: Conn | None, what: str) -> None:
-        """Log an unexpected exception with its traceback and answer INTERNAL_ERROR to the
-        connection whose command it was; every other connection goes on."""
-        log.exception("%s failed", what)
-        if conn is not None and conn.phase < CLOSING:
-            self.reply(conn, proto.INTERNAL_ERROR)
+def pump(self: Acceptor, conn: Conn) -> None:
+    """Run the connection's buffered commands until one must wait for a reply. Replies
+    stay in order: a command joins a pipeline only if its answer comes from the same
+    shard; any other waits (held) until the pipeline has drained."""
+    conn.pumping = True
+    try:
+        while conn.phase < BUSY:  # IDLE or PIPING
+            cmd = conn.held or conn.parser.next_command()
+            if cmd is None:
+                if conn.eof and conn.phase is IDLE:
+                    self.finish(conn)
+                return
+            if conn.phase is PIPING and not self.joins_pipe(conn, cmd):
+                conn.held = cmd
+                return
+            conn.held = None
+            self.dispatch(conn, cmd)
+    finally:
+        conn.pumping = False
+
+
+def close(self: Acceptor, conn: Conn) -> None:
+    if conn.phase is CLOSED:
+        return
+    conn.step("close")
+    self.conns.pop(conn.id, None)
+    self.dirty.discard(conn)
+    with contextlib.suppress(KeyError, ValueError):
+        self.sel.unregister(conn.sock)
+    conn.sock.close()
+    if isinstance(conn.waiting, CrossReserve):
+        self.finish_cross(conn.waiting, None)
+    elif conn.waiting is not None:  # the DISCONNECT below ends it in the shard
+        self.pending.pop(conn.waiting, None)
+        self.inflight.pop(conn.waiting, None)
+        conn.waiting = None
+    for shard in conn.shards:
+        self.request(shard, wire.DISCONNECT, conn, [], None)
+    self.request(self.shard_of(conn.use), wire.REF, conn, [conn.use, -1, 0], None)
+    for tube in conn.watch:
+        self.request(self.shard_of(tube), wire.REF, conn, [tube, 0, -1], None)
+
+
+def dispatch(self: Acceptor, conn: Conn, cmd: c.Command) -> None:
+    key = cmd.stat if isinstance(cmd, c.ErrorReply) else STAT_KEYS.get(type(cmd))
+    if key is not None:
+        self.stats[key] += 1
+    handler = HANDLERS.get(type(cmd))
+    if handler is None:
+        self.reply(conn, cmd.reply if isinstance(cmd, c.ErrorReply) else proto.INTERNAL_ERROR)
+        return
+    try:
+        handler(self, conn, cmd)
+    except Exception:  # a bug must cost one command, not every connection
+        self.internal_error(conn, f"command {cmd!r}")
+
+
+def internal_error(self: Acceptor, conn: Conn | None, what: str) -> None:
+    """Log an unexpected exception with its traceback and answer INTERNAL_ERROR to the
+    connection whose command it was; every other connection goes on."""
+    log.exception("%s failed", what)
+    if conn is not None and conn.phase < CLOSING:
+        self.reply(conn, proto.INTERNAL_ERROR)

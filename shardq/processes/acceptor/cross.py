@@ -17,126 +17,130 @@ if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 
-class Reserves:
-    """A room of the Acceptor (loop.py); see the module docstring."""
-
-    def do_reserve(self: Acceptor, conn: Conn, timeout: int | None) -> None:
-        conn.worker = True
-        now = time.monotonic_ns()
-        soon_at = conn.soon_at(now)
-        timeout_at = None if timeout is None else now + timeout * NS
-        by_shard: dict[int, list[str]] = {}
-        for tube in conn.watch:
-            by_shard.setdefault(self.shard_of(tube), []).append(tube)
-        conn.step("call")
-        conn.shards.update(by_shard)
-        if len(by_shard) == 1:
-            ((shard, tubes),) = by_shard.items()
-            args = [tubes, timeout_at, soon_at, False]
-            if shard == self.hosted_index and not self.outq.get(shard):
-                self.reserve_hosted(conn, args, now)
-                return
-            conn.waiting = self.request(shard, wire.RESERVE, conn, args, self.on_reserved)
+def do_reserve(self: Acceptor, conn: Conn, timeout: int | None) -> None:
+    conn.worker = True
+    now = time.monotonic_ns()
+    soon_at = conn.soon_at(now)
+    timeout_at = None if timeout is None else now + timeout * NS
+    by_shard: dict[int, list[str]] = {}
+    for tube in conn.watch:
+        by_shard.setdefault(self.shard_of(tube), []).append(tube)
+    conn.step("call")
+    conn.shards.update(by_shard)
+    if len(by_shard) == 1:
+        ((shard, tubes),) = by_shard.items()
+        args = [tubes, timeout_at, soon_at, False]
+        if shard == self.hosted_index and not self.outq.get(shard):
+            self.reserve_hosted(conn, args, now)
             return
-        cross = CrossReserve(conn)
-        cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
-        if soon_at is not None and (timeout_at is None or soon_at <= timeout_at):
-            cross.expire_at, cross.reply = soon_at, proto.DEADLINE_SOON
-        conn.waiting = cross
-        for shard, tubes in by_shard.items():
-            rid = self.request(shard, wire.RESERVE, conn, [tubes, None, None, True], None)
-            cross.rids[rid] = shard
-            cross.tubes[rid] = tubes
-            cross.live.add(rid)
-            self.cross[rid] = cross
+        conn.waiting = self.request(shard, wire.RESERVE, conn, args, self.on_reserved)
+        return
+    cross = CrossReserve(conn)
+    cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
+    if soon_at is not None and (timeout_at is None or soon_at <= timeout_at):
+        cross.expire_at, cross.reply = soon_at, proto.DEADLINE_SOON
+    conn.waiting = cross
+    for shard, tubes in by_shard.items():
+        rid = self.request(shard, wire.RESERVE, conn, [tubes, None, None, True], None)
+        cross.rids[rid] = shard
+        cross.tubes[rid] = tubes
+        cross.live.add(rid)
+        self.cross[rid] = cross
 
-    def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> None:
-        """A reserve on the hosted shard, at once: answered now, or a waiter the engine
-        answers later (take_events in run_hosted) under this rid."""
-        assert self.hosted is not None
-        rid = self.next_rid
-        self.next_rid += 1
-        reply = self.hosted.core.handle(LOCAL, [wire.RESERVE, rid, conn.id, *args], now)
-        if reply is None:
-            self.pending[rid] = (conn, self.on_reserved)
-            conn.waiting = rid
+
+def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> None:
+    """A reserve on the hosted shard, at once: answered now, or a waiter the engine
+    answers later (take_events in run_hosted) under this rid."""
+    assert self.hosted is not None
+    rid = self.next_rid
+    self.next_rid += 1
+    reply = self.hosted.core.handle(LOCAL, [wire.RESERVE, rid, conn.id, *args], now)
+    if reply is None:
+        self.pending[rid] = (conn, self.on_reserved)
+        conn.waiting = rid
+    else:
+        self.on_reserved(conn, reply[1:])
+
+
+def on_reserved(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
+    conn.waiting = None
+    if payload[0] == RESERVED:
+        conn.reserved[payload[2]] = payload[3]
+    self.reply(conn, payload[1])
+
+
+def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
+    kind = payload[0]
+    if kind in (CANCELLED, OFFER):
+        cross.live.discard(rid)
+    if kind == OFFER:
+        if cross.done:
+            self.request(cross.rids[rid], wire.DECLINE, cross.conn, [payload[2]], None)
         else:
-            self.on_reserved(conn, reply[1:])
+            cross.offers.append([rid, *payload])
+    if kind in (OFFER, WAITING):
+        cross.answered.add(rid)
+    if not cross.done and len(cross.answered) == len(cross.rids):
+        self.settle_cross(cross)
+    if rid not in cross.live:
+        self.inflight.pop(rid, None)
+    if cross.done and not cross.live:
+        for r in cross.rids:
+            self.cross.pop(r, None)
 
-    def on_reserved(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
+
+def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
+    """Every shard has answered once: take the best offer, or decide to wait or stop."""
+    if cross.offers:
+        best = min(cross.offers, key=lambda o: (o[5], o[6]))
+        cross.offers.remove(best)
+        self.request(cross.rids[best[0]], wire.ACCEPT, cross.conn, [best[3]], None)
+        cross.conn.reserved[best[3]] = time.monotonic_ns() + best[4]  # TTR starts on accept
+        self.finish_cross(cross, best[2])
+        return
+    now = time.monotonic_ns()
+    if cross.expire_at is not None and now >= cross.expire_at:
+        self.finish_cross(cross, cross.reply)
+    elif cross.expire_at is not None:
+        heapq.heappush(self.timers, (cross.expire_at, id(cross), cross))
+
+
+def finish_cross(self: Acceptor, cross: CrossReserve, reply: bytes | None) -> None:
+    cross.done = True
+    for offer in cross.offers:  # collected, never settled: each goes back to its place
+        self.request(cross.rids[offer[0]], wire.DECLINE, cross.conn, [offer[3]], None)
+    cross.offers.clear()
+    for rid in cross.live:
+        if rid in self.cross:
+            self.cancel(cross.rids[rid], rid, cross.conn)
+    if not cross.live:
+        for r in cross.rids:
+            self.cross.pop(r, None)
+    conn = cross.conn
+    if conn.waiting is cross:
         conn.waiting = None
-        if payload[0] == RESERVED:
-            conn.reserved[payload[2]] = payload[3]
-        self.reply(conn, payload[1])
+    if reply is not None and conn.phase is not CLOSED:
+        self.reply(conn, reply)
 
-    def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
-        kind = payload[0]
-        if kind in (CANCELLED, OFFER):
-            cross.live.discard(rid)
-        if kind == OFFER:
-            if cross.done:
-                self.request(cross.rids[rid], wire.DECLINE, cross.conn, [payload[2]], None)
-            else:
-                cross.offers.append([rid, *payload])
-        if kind in (OFFER, WAITING):
-            cross.answered.add(rid)
-        if not cross.done and len(cross.answered) == len(cross.rids):
-            self.settle_cross(cross)
-        if rid not in cross.live:
-            self.inflight.pop(rid, None)
-        if cross.done and not cross.live:
-            for r in cross.rids:
-                self.cross.pop(r, None)
 
-    def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
-        """Every shard has answered once: take the best offer, or decide to wait or stop."""
-        if cross.offers:
-            best = min(cross.offers, key=lambda o: (o[5], o[6]))
-            cross.offers.remove(best)
-            self.request(cross.rids[best[0]], wire.ACCEPT, cross.conn, [best[3]], None)
-            cross.conn.reserved[best[3]] = time.monotonic_ns() + best[4]  # TTR starts on accept
-            self.finish_cross(cross, best[2])
-            return
-        now = time.monotonic_ns()
-        if cross.expire_at is not None and now >= cross.expire_at:
+def run_timers(self: Acceptor, now: int) -> None:
+    while self.timers and self.timers[0][0] <= now:
+        _, _, cross = heapq.heappop(self.timers)
+        if not cross.done:
             self.finish_cross(cross, cross.reply)
-        elif cross.expire_at is not None:
-            heapq.heappush(self.timers, (cross.expire_at, id(cross), cross))
 
-    def finish_cross(self: Acceptor, cross: CrossReserve, reply: bytes | None) -> None:
-        cross.done = True
-        for offer in cross.offers:  # collected, never settled: each goes back to its place
-            self.request(cross.rids[offer[0]], wire.DECLINE, cross.conn, [offer[3]], None)
-        cross.offers.clear()
-        for rid in cross.live:
-            if rid in self.cross:
-                self.cancel(cross.rids[rid], rid, cross.conn)
-        if not cross.live:
-            for r in cross.rids:
-                self.cross.pop(r, None)
-        conn = cross.conn
-        if conn.waiting is cross:
-            conn.waiting = None
-        if reply is not None and conn.phase is not CLOSED:
-            self.reply(conn, reply)
 
-    def run_timers(self: Acceptor, now: int) -> None:
-        while self.timers and self.timers[0][0] <= now:
-            _, _, cross = heapq.heappop(self.timers)
-            if not cross.done:
-                self.finish_cross(cross, cross.reply)
-
-    def reask_offers(self: Acceptor, target: int) -> None:
-        """Offers from the target that a cross-shard reserve collected and has not settled yet
-        died with the process (the restarted shard has the jobs ready again): ask again, so
-        an ACCEPT never goes out for a job the shard no longer holds for the connection."""
-        for cross in {id(x): x for x in self.cross.values()}.values():
-            if cross.done:
-                continue
-            for offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
-                cross.offers.remove(offer)
-                rid = offer[0]
-                cross.answered.discard(rid)
-                cross.live.add(rid)
-                req = [wire.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
-                self.inflight[rid] = (target, req)  # resent below with the other requests
+def reask_offers(self: Acceptor, target: int) -> None:
+    """Offers from the target that a cross-shard reserve collected and has not settled yet
+    died with the process (the restarted shard has the jobs ready again): ask again, so
+    an ACCEPT never goes out for a job the shard no longer holds for the connection."""
+    for cross in {id(x): x for x in self.cross.values()}.values():
+        if cross.done:
+            continue
+        for offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
+            cross.offers.remove(offer)
+            rid = offer[0]
+            cross.answered.discard(rid)
+            cross.live.add(rid)
+            req = [wire.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
+            self.inflight[rid] = (target, req)  # resent below with the other requests

@@ -17,167 +17,178 @@ if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 
-class Commands:
-    """A room of the Acceptor (loop.py); see the module docstring."""
+def joins_pipe(self: Acceptor, conn: Conn, cmd: c.Command) -> bool:
+    """Would this command go, pipelined, to the shard the connection's pipeline uses?"""
+    if isinstance(cmd, c.Put):
+        shard = self.shard_of(conn.use)
+        return (
+            cmd.error is None
+            and not self.draining
+            and self.next_id.get(shard, 0) < self.end_id.get(shard, 0)
+            and (shard == conn.pipe_target)
+        )
+    if isinstance(cmd, BY_ID):
+        return self.job_shard(cmd.id) == conn.pipe_target
+    if isinstance(cmd, BY_USED_TUBE):
+        return self.shard_of(conn.use) == conn.pipe_target
+    if isinstance(cmd, (c.StatsTube, c.PauseTube)):
+        return self.shard_of(cmd.tube) == conn.pipe_target
+    return False
 
-    def joins_pipe(self: Acceptor, conn: Conn, cmd: c.Command) -> bool:
-        """Would this command go, pipelined, to the shard the connection's pipeline uses?"""
-        kind = type(cmd)
-        if kind is c.Put:
-            shard = self.shard_of(conn.use)
-            return (
-                cmd.error is None
-                and not self.draining
-                and self.next_id.get(shard, 0) < self.end_id.get(shard, 0)
-                and (shard == conn.pipe_target)
-            )
-        if kind in BY_ID:
-            return self.job_shard(cmd.id) == conn.pipe_target
-        if kind in BY_USED_TUBE:
-            return self.shard_of(conn.use) == conn.pipe_target
-        if kind is c.StatsTube or kind is c.PauseTube:
-            return self.shard_of(cmd.tube) == conn.pipe_target
-        return False
 
-    def forward(
-        self: Acceptor,
-        conn: Conn,
-        target: int | None,
-        op: int,
-        args: list[Any],
-        done: Done | None = None,
-    ) -> None:
-        """Send a command to the process that owns its data; reply with what it answers."""
-        if target is None:
-            self.reply(conn, proto.NOT_FOUND)
-            return
-        self.call(conn, target, op, args, done or self.reply_first)
+def forward(
+    self: Acceptor,
+    conn: Conn,
+    target: int | None,
+    op: int,
+    args: list[Any],
+    done: Done | None = None,
+) -> None:
+    """Send a command to the process that owns its data; reply with what it answers."""
+    if target is None:
+        self.reply(conn, proto.NOT_FOUND)
+        return
+    self.call(conn, target, op, args, done or self.reply_first)
 
-    def reply_first(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
-        """Most answers: the reply bytes the shard formatted."""
+
+def reply_first(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
+    """Most answers: the reply bytes the shard formatted."""
+    self.reply(conn, payload[0])
+
+
+def by_id(
+    self: Acceptor, conn: Conn, op: int, job_id: int, args: list[Any], done: Done | None = None
+) -> None:
+    self.forward(conn, self.job_shard(job_id), op, [job_id, *args], done)
+
+
+def do_put(self: Acceptor, conn: Conn, cmd: c.Put) -> None:
+    if cmd.error == proto.JOB_TOO_BIG:
+        self.reply(conn, cmd.error)
+        return
+    conn.producer = True
+    shard = self.shard_of(conn.use)
+    job_id = self.take_id(shard)
+    if job_id is not None:
+        self.put_with_id(conn, cmd, shard, job_id)
+        return
+    conn.step("call")  # until the id is there (a block has to be leased first)
+
+    def with_id(job_id: int) -> None:
+        conn.step("resume")
+        self.put_with_id(conn, cmd, shard, job_id)
+
+    self.alloc_id(shard, with_id)
+
+
+def put_with_id(self: Acceptor, conn: Conn, cmd: c.Put, shard: int, job_id: int) -> None:
+    """The id is spent whatever happens next, as in beanstalkd."""
+    if cmd.error is not None:
+        self.reply(conn, cmd.error)
+    elif self.draining:
+        self.reply(conn, proto.DRAINING)
+    elif conn.phase is not CLOSED:
+        args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
+        self.call(conn, shard, wire.PUT, args, self.reply_first)
+
+
+def put_stamp(self: Acceptor) -> int:
+    """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
+    self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
+    return self.last_stamp
+
+
+def forget(self: Acceptor, job_id: int) -> Done:
+    def done(conn: Conn, payload: list[Any]) -> None:
+        conn.reserved.pop(job_id, None)
         self.reply(conn, payload[0])
 
-    def by_id(
-        self: Acceptor, conn: Conn, op: int, job_id: int, args: list[Any], done: Done | None = None
-    ) -> None:
-        self.forward(conn, self.job_shard(job_id), op, [job_id, *args], done)
+    return done
 
-    def do_put(self: Acceptor, conn: Conn, cmd: c.Put) -> None:
-        if cmd.error == proto.JOB_TOO_BIG:
-            self.reply(conn, cmd.error)
-            return
-        conn.producer = True
-        shard = self.shard_of(conn.use)
-        job_id = self.take_id(shard)
-        if job_id is not None:
-            self.put_with_id(conn, cmd, shard, job_id)
-            return
-        conn.step("call")  # until the id is there (a block has to be leased first)
 
-        def with_id(job_id: int) -> None:
-            conn.step("resume")
-            self.put_with_id(conn, cmd, shard, job_id)
+def do_reserve_job(self: Acceptor, conn: Conn, cmd: c.ReserveJob) -> None:
+    shard = self.job_shard(cmd.id)
+    if shard is not None:
+        conn.shards.add(shard)
+    self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
 
-        self.alloc_id(shard, with_id)
 
-    def put_with_id(self: Acceptor, conn: Conn, cmd: c.Put, shard: int, job_id: int) -> None:
-        """The id is spent whatever happens next, as in beanstalkd."""
-        if cmd.error is not None:
-            self.reply(conn, cmd.error)
-        elif self.draining:
-            self.reply(conn, proto.DRAINING)
-        elif conn.phase is not CLOSED:
-            args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
-            self.call(conn, shard, wire.PUT, args, self.reply_first)
+def on_reserved_job(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
+    if payload[0] == RESERVED:
+        conn.worker = True  # beanstalkd counts a worker only when reserve-job succeeds
+    self.on_reserved(conn, payload)
 
-    def put_stamp(self: Acceptor) -> int:
-        """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
-        self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
-        return self.last_stamp
 
-    def forget(self: Acceptor, job_id: int) -> Done:
-        def done(conn: Conn, payload: list[Any]) -> None:
-            conn.reserved.pop(job_id, None)
-            self.reply(conn, payload[0])
+def on_touched(self: Acceptor, job_id: int) -> Done:
+    def done(conn: Conn, payload: list[Any]) -> None:
+        if payload[1]:
+            conn.reserved[job_id] = payload[1]
+        self.reply(conn, payload[0])
 
-        return done
+    return done
 
-    def do_reserve_job(self: Acceptor, conn: Conn, cmd: c.ReserveJob) -> None:
-        shard = self.job_shard(cmd.id)
-        if shard is not None:
-            conn.shards.add(shard)
-        self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
 
-    def on_reserved_job(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
-        if payload[0] == RESERVED:
-            conn.worker = True  # beanstalkd counts a worker only when reserve-job succeeds
-        self.on_reserved(conn, payload)
+def quit(self: Acceptor, conn: Conn) -> None:
+    """`quit` has no reply; whatever the client pipelined after it is dropped."""
+    self.finish(conn)
 
-    def on_touched(self: Acceptor, job_id: int) -> Done:
-        def done(conn: Conn, payload: list[Any]) -> None:
-            if payload[1]:
-                conn.reserved[job_id] = payload[1]
-            self.reply(conn, payload[0])
 
-        return done
+def do_use(self: Acceptor, conn: Conn, cmd: c.Use) -> None:
+    old, conn.use = conn.use, cmd.tube
+    if old == cmd.tube:
+        self.reply(conn, proto.using(cmd.tube))
+        return
+    self.request(self.shard_of(old), wire.REF, conn, [old, -1, 0], None)
+    self.forward(
+        conn,
+        self.shard_of(cmd.tube),
+        wire.REF,
+        [cmd.tube, 1, 0],
+        lambda k, p: self.reply(k, proto.using(cmd.tube)),
+    )
 
-    def quit(self: Acceptor, conn: Conn) -> None:
-        """`quit` has no reply; whatever the client pipelined after it is dropped."""
-        self.finish(conn)
 
-    def do_use(self: Acceptor, conn: Conn, cmd: c.Use) -> None:
-        old, conn.use = conn.use, cmd.tube
-        if old == cmd.tube:
-            self.reply(conn, proto.using(cmd.tube))
-            return
-        self.request(self.shard_of(old), wire.REF, conn, [old, -1, 0], None)
-        self.forward(
-            conn,
-            self.shard_of(cmd.tube),
-            wire.REF,
-            [cmd.tube, 1, 0],
-            lambda k, p: self.reply(k, proto.using(cmd.tube)),
-        )
+def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
+    if cmd.tube in conn.watch:
+        self.reply(conn, proto.watching(len(conn.watch)))
+        return
+    conn.watch.append(cmd.tube)
+    done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
+    self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, 1], done)
 
-    def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
-        if cmd.tube in conn.watch:
-            self.reply(conn, proto.watching(len(conn.watch)))
-            return
-        conn.watch.append(cmd.tube)
-        done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
-        self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, 1], done)
 
-    def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
-        if cmd.tube not in conn.watch:
-            self.reply(conn, proto.watching(len(conn.watch)))
-            return
-        if len(conn.watch) == 1:
-            self.reply(conn, proto.NOT_IGNORED)
-            return
-        i = conn.watch.index(cmd.tube)
-        conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
-        conn.watch.pop()
-        done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
-        self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, -1], done)
+def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
+    if cmd.tube not in conn.watch:
+        self.reply(conn, proto.watching(len(conn.watch)))
+        return
+    if len(conn.watch) == 1:
+        self.reply(conn, proto.NOT_IGNORED)
+        return
+    i = conn.watch.index(cmd.tube)
+    conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
+    conn.watch.pop()
+    done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
+    self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, -1], done)
 
-    def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        utime, stime = usage.ru_utime, usage.ru_stime
-        if self.hosted is not None:
-            utime = stime = 0.0  # the hosted shard's COUNTS already report this process
-        fields = {
-            **self.stats,
-            "max-job-size": self.max_job_size,
-            "current-connections": len(self.conns),
-            "current-producers": sum(k.producer for k in self.conns.values()),
-            "current-workers": sum(k.worker for k in self.conns.values()),
-            "current-waiting": sum(k.waiting is not None for k in self.conns.values()),
-            "total-connections": self.total_connections,
-            "draining": self.draining,
-            "rusage-utime": utime,
-            "rusage-stime": stime,
-        }
-        self.forward(conn, COORDINATOR, wire.STATS, [fields])
+
+def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    utime, stime = usage.ru_utime, usage.ru_stime
+    if self.hosted is not None:
+        utime = stime = 0.0  # the hosted shard's COUNTS already report this process
+    fields = {
+        **self.stats,
+        "max-job-size": self.max_job_size,
+        "current-connections": len(self.conns),
+        "current-producers": sum(k.producer for k in self.conns.values()),
+        "current-workers": sum(k.worker for k in self.conns.values()),
+        "current-waiting": sum(k.waiting is not None for k in self.conns.values()),
+        "total-connections": self.total_connections,
+        "draining": self.draining,
+        "rusage-utime": utime,
+        "rusage-stime": stime,
+    }
+    self.forward(conn, COORDINATOR, wire.STATS, [fields])
 
 
 #: command class -> the `cmd-*` stats counter it bumps
@@ -205,7 +216,6 @@ STAT_KEYS: dict[type, str] = {
     c.ListTubesWatched: "cmd-list-tubes-watched",
     c.PauseTube: "cmd-pause-tube",
 }
-CMD_KEYS = tuple(dict.fromkeys(STAT_KEYS.values()))
 
 #: shard ops answered at once and in order: a connection may pipeline them
 PIPELINED = frozenset(
@@ -308,10 +318,10 @@ def on_quit(a: Acceptor, conn: Conn, cmd: c.Quit) -> None:
 
 #: command class -> its handler
 HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
-    c.Put: Commands.do_put,
+    c.Put: do_put,
     c.Reserve: on_reserve,
     c.ReserveWithTimeout: on_reserve_with_timeout,
-    c.ReserveJob: Commands.do_reserve_job,
+    c.ReserveJob: do_reserve_job,
     c.Delete: on_delete,
     c.Release: on_release,
     c.Bury: on_bury,
@@ -325,10 +335,10 @@ HANDLERS: dict[type, Callable[[Acceptor, Conn, Any], None]] = {
     c.Kick: on_kick,
     c.StatsTube: on_stats_tube,
     c.PauseTube: on_pause_tube,
-    c.Use: Commands.do_use,
-    c.Watch: Commands.do_watch,
-    c.Ignore: Commands.do_ignore,
-    c.Stats: Commands.do_stats,
+    c.Use: do_use,
+    c.Watch: do_watch,
+    c.Ignore: do_ignore,
+    c.Stats: do_stats,
     c.ListTubes: on_list_tubes,
     c.ListTubeUsed: on_list_tube_used,
     c.ListTubesWatched: on_list_tubes_watched,

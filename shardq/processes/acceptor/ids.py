@@ -16,60 +16,62 @@ SPARE_BLOCKS = 4  #: id blocks leased ahead per shard
 MAX_CACHED_TUBES = 10_000  #: shard_of cache bound (clients may invent any number of names)
 
 
-class IdLeases:
-    """A room of the Acceptor (loop.py); see the module docstring."""
+def shard_of(self: Acceptor, tube: str) -> int:
+    shard = self.tube_shards.get(tube)
+    if shard is None:
+        if len(self.tube_shards) >= MAX_CACHED_TUBES:
+            self.tube_shards.clear()
+        shard = self.tube_shards[tube] = tube_shard(tube, self.shard_count)
+    return shard
 
-    def shard_of(self: Acceptor, tube: str) -> int:
-        shard = self.tube_shards.get(tube)
-        if shard is None:
-            if len(self.tube_shards) >= MAX_CACHED_TUBES:
-                self.tube_shards.clear()
-            shard = self.tube_shards[tube] = tube_shard(tube, self.shard_count)
-        return shard
 
-    def take_id(self: Acceptor, shard: int) -> int | None:
-        """The next id of the shard's block (leasing the next block ahead when half of this
-        one is used), or None while a block has to be leased first."""
-        job_id = self.next_id.get(shard, 0)
-        end = self.end_id.get(shard, 0)
-        if job_id >= end:
-            spare = self.spare.get(shard)
-            if not spare:
-                self.lease(shard)
-                return None
-            ids = spare.pop(0)
-            job_id, end = ids.start, ids.stop
-            self.end_id[shard] = end
-        self.next_id[shard] = job_id + 1
-        if end - job_id < ID_BLOCK // 2:
+def take_id(self: Acceptor, shard: int) -> int | None:
+    """The next id of the shard's block (leasing the next block ahead when half of this
+    one is used), or None while a block has to be leased first."""
+    job_id = self.next_id.get(shard, 0)
+    end = self.end_id.get(shard, 0)
+    if job_id >= end:
+        spare = self.spare.get(shard)
+        if not spare:
             self.lease(shard)
-        return job_id
+            return None
+        ids = spare.pop(0)
+        job_id, end = ids.start, ids.stop
+        self.end_id[shard] = end
+    self.next_id[shard] = job_id + 1
+    if end - job_id < ID_BLOCK // 2:
+        self.lease(shard)
+    return job_id
 
-    def alloc_id(self: Acceptor, shard: int, then: Callable[[int], None]) -> None:
-        """Hand out the next id of the shard's block, leasing blocks from the coordinator."""
-        job_id = self.take_id(shard)
-        if job_id is None:
-            self.lease_waiters.setdefault(shard, []).append(lambda: self.alloc_id(shard, then))
-        else:
-            then(job_id)
 
-    def lease(self: Acceptor, shard: int) -> None:
-        """Ask for one more block unless SPARE_BLOCKS are held or asked for already: one turn
-        under load can take more than a block's worth of puts, and a put that has to wait
-        for a lease waits a whole round trip to the coordinator."""
-        asked = self.leasing.get(shard, 0)
-        if asked + len(self.spare.get(shard, ())) >= SPARE_BLOCKS:
-            return
-        self.leasing[shard] = asked + 1
-        rid = self.request(COORDINATOR, wire.LEASE, None, [shard], None)
-        self.pending[rid] = (None, lambda _c, p: self.on_lease(shard, p[0]))
+def alloc_id(self: Acceptor, shard: int, then: Callable[[int], None]) -> None:
+    """Hand out the next id of the shard's block, leasing blocks from the coordinator."""
+    job_id = self.take_id(shard)
+    if job_id is None:
+        self.lease_waiters.setdefault(shard, []).append(lambda: self.alloc_id(shard, then))
+    else:
+        then(job_id)
 
-    def on_lease(self: Acceptor, shard: int, block: int) -> None:
-        self.leasing[shard] -= 1
-        self.blocks[block] = shard
-        self.spare.setdefault(shard, []).append(block_ids(block))  # blocks come in order
-        for resume in self.lease_waiters.pop(shard, []):
-            resume()
 
-    def job_shard(self: Acceptor, job_id: int) -> int | None:
-        return self.blocks.get(id_block(job_id))
+def lease(self: Acceptor, shard: int) -> None:
+    """Ask for one more block unless SPARE_BLOCKS are held or asked for already: one turn
+    under load can take more than a block's worth of puts, and a put that has to wait
+    for a lease waits a whole round trip to the coordinator."""
+    asked = self.leasing.get(shard, 0)
+    if asked + len(self.spare.get(shard, ())) >= SPARE_BLOCKS:
+        return
+    self.leasing[shard] = asked + 1
+    rid = self.request(COORDINATOR, wire.LEASE, None, [shard], None)
+    self.pending[rid] = (None, lambda _c, p: self.on_lease(shard, p[0]))
+
+
+def on_lease(self: Acceptor, shard: int, block: int) -> None:
+    self.leasing[shard] -= 1
+    self.blocks[block] = shard
+    self.spare.setdefault(shard, []).append(block_ids(block))  # blocks come in order
+    for resume in self.lease_waiters.pop(shard, []):
+        resume()
+
+
+def job_shard(self: Acceptor, job_id: int) -> int | None:
+    return self.blocks.get(id_block(job_id))

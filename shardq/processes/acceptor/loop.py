@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -38,13 +38,10 @@ from zmq.utils.monitor import recv_monitor_message
 from shardq.cluster import wire
 from shardq.engine.job import NS
 from shardq.processes import lifeline
-from shardq.processes.acceptor.clients import Clients
+from shardq.processes.acceptor import clients, cross, handlers, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
-from shardq.processes.acceptor.cross import Reserves
-from shardq.processes.acceptor.handlers import CMD_KEYS, Commands
-from shardq.processes.acceptor.ids import IdLeases
-from shardq.processes.acceptor.peers import Peers
 from shardq.processes.shard import ShardCore, ShardServer
+from shardq.protocol.stats_keys import CMD_KEYS
 
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
 ZMQ_EVENTS = int(zmq.EVENTS)
@@ -53,7 +50,62 @@ SPIN_S = 100e-6  #: how long poll_briefly polls before sleeping (measured: docs/
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
 
 
-class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
+class Acceptor:
+    # the rooms' functions, as methods (each room is a module of functions taking the acceptor)
+    _dealer = peers._dealer
+    request = peers.request
+    cancel = peers.cancel
+    call = peers.call
+    flush_requests = peers.flush_requests
+    on_monitor = peers.on_monitor
+    on_blocks = peers.on_blocks
+    maybe_ready = peers.maybe_ready
+    resent = peers.resent
+    resync = peers.resync
+    drop_request = peers.drop_request
+    on_replies = peers.on_replies
+    decline_stray = peers.decline_stray
+    do_reserve = cross.do_reserve
+    reserve_hosted = cross.reserve_hosted
+    on_reserved = cross.on_reserved
+    on_cross = cross.on_cross
+    settle_cross = cross.settle_cross
+    finish_cross = cross.finish_cross
+    run_timers = cross.run_timers
+    reask_offers = cross.reask_offers
+    reply = clients.reply
+    flush_output = clients.flush_output
+    finish = clients.finish
+    write = clients.write
+    accept = clients.accept
+    read = clients.read
+    pump = clients.pump
+    close = clients.close
+    dispatch = clients.dispatch
+    internal_error = clients.internal_error
+    shard_of = ids.shard_of
+    take_id = ids.take_id
+    alloc_id = ids.alloc_id
+    lease = ids.lease
+    on_lease = ids.on_lease
+    job_shard = ids.job_shard
+    joins_pipe = handlers.joins_pipe
+    forward = handlers.forward
+    reply_first = handlers.reply_first
+    by_id = handlers.by_id
+    do_put = handlers.do_put
+    put_with_id = handlers.put_with_id
+    put_stamp = handlers.put_stamp
+    forget = handlers.forget
+    do_reserve_job = handlers.do_reserve_job
+    on_reserved_job = handlers.on_reserved_job
+    on_touched = handlers.on_touched
+    quit = handlers.quit
+    do_use = handlers.do_use
+    do_watch = handlers.do_watch
+    do_ignore = handlers.do_ignore
+    do_stats = handlers.do_stats
+
     def __init__(
         self,
         listen_fd: int,
@@ -66,7 +118,7 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
         self.listener.setblocking(False)
         self.shard_count = shards
         self.max_job_size = max_job_size
-        self.ctx = zmq.Context.instance()
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.socks: dict[int, zmq.Socket] = {}
         endpoints = {i: f"ipc://{run_dir}/shard-{i}" for i in range(shards)}
         endpoints[COORDINATOR] = f"ipc://{run_dir}/coordinator"
@@ -78,7 +130,9 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
             self.hosted_index = hosted.index
             self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
             hosted_sock = self.hosted.sock
-            self.sel.register(hosted_sock.getsockopt(zmq.FD), selectors.EVENT_READ, hosted_sock)
+            self.sel.register(
+                cast(int, hosted_sock.getsockopt(zmq.FD)), selectors.EVENT_READ, hosted_sock
+            )
         for target in endpoints:
             self.socks[target] = self._dealer()
         self.dealers = list(self.socks.values())
@@ -88,11 +142,11 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
         self.seen_up: set[int] = set()  # targets that were connected at least once
         self.inflight: dict[int, tuple[int, list[Any]]] = {}  # rid -> (target, request)
         for target, s in self.socks.items():
-            self.sel.register(s.getsockopt(zmq.FD), selectors.EVENT_READ, s)
+            self.sel.register(cast(int, s.getsockopt(zmq.FD)), selectors.EVENT_READ, s)
             mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
             self.monitors[target] = mon
             self.monitor_target[mon] = target
-            self.sel.register(mon.getsockopt(zmq.FD), selectors.EVENT_READ, mon)
+            self.sel.register(cast(int, mon.getsockopt(zmq.FD)), selectors.EVENT_READ, mon)
             s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
         zsocks = self.dealers + list(self.monitors.values())
         if self.hosted is not None:
@@ -140,7 +194,7 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
         # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
         # by asking the socket, so ask before sleeping.
         for s in list(self.touched):
-            if s.getsockopt(ZMQ_EVENTS) & POLLIN:
+            if cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
                 timeout = 0
             else:
                 self.touched.discard(s)  # its fd fires when anything arrives
@@ -188,7 +242,7 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
         ShardCore.handle_into), events of commands applied directly (call) included."""
         core, index, out = server.core, self.hosted_index, self.hosted_out
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
-        if server.sock in self.touched and server.sock.getsockopt(ZMQ_EVENTS) & POLLIN:
+        if server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN:
             server.take_messages(now, out)  # the coordinator, another acceptor
         handle_into = core.handle_into
         while True:
@@ -220,10 +274,10 @@ class Acceptor(Peers, Reserves, Clients, IdLeases, Commands):
         for s in list(self.touched):
             target = self.monitor_target.get(s)
             if target is not None:
-                while s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
                     self.on_monitor(target, recv_monitor_message(s)["event"])
             elif s is not hosted:
-                while s.getsockopt(ZMQ_EVENTS) & POLLIN:
+                while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
                     self.on_replies(wire.unpack(s.recv()))
 
     def serve_forever(self) -> None:

@@ -1,0 +1,146 @@
+"""The state of one shard's engine and the steps every part of it shares.
+
+`EngineCore` holds the tubes, jobs, waiters, timers and outputs of a shard, and the small
+moves a job makes between a tube's queues and a connection's hands. The concerns built on
+it are mixins of their own modules (timers.py, reserve.py, persist.py, stats.py), put
+together by `Engine` (engine.py); a mixin calls another's methods only through the
+declarations at the end of this class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from shardq.engine.job import URGENT_KEY, Job, State
+from shardq.engine.records import Record
+from shardq.engine.tube import Tube, Waiter
+
+# Kinds of reserve outcome, sent to the acceptor with the reply bytes (see reserve.py).
+RESERVED, OFFER, WAITING, FINAL, CANCELLED = 1, 2, 3, 4, 5
+
+TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size (timers.py)
+
+
+def _by_order(tube: Tube) -> tuple[int, int]:
+    return tube.order
+
+
+class EngineCore:
+    """The state of an engine: all tubes, jobs, waiters and timers of one shard."""
+
+    def __init__(self, owns_default: bool = True) -> None:
+        self.tubes: dict[str, Tube] = {}
+        self.jobs: dict[int, Job] = {}
+        self.owned: dict[int, set[int]] = {}  # conn -> ids of jobs it has reserved or been offered
+        self.waiters: dict[int, Waiter] = {}  # rid -> waiter
+        self.timers: list[tuple[int, int, int, Any]] = []
+        self._timers_bound = TIMERS_MIN_BOUND  # compact the heap when it grows past this
+        self.events: list[tuple[int, list[Any]]] = []
+        self.total_jobs = 0
+        self.job_timeouts = 0
+        self._stamp = 0
+        self._created = 0
+        #: job events for the analytics log, or None when nobody listens:
+        #: (now, event, id, tube, pri, delay s, ttr s, body bytes)
+        self.audit: list[tuple[int, str, int, str, int, int, int, int]] | None = None
+        #: records for the write-ahead log, or None when there is none (see records.py)
+        self.wal_out: list[Record] | None = None
+        self.wall_offset = 0  #: wall-clock ns minus monotonic ns, set by the shell each turn
+        self.live_bytes = 0  #: about what the live jobs take in the log (for compaction)
+        self.log_stats: dict[str, int] = {}  #: binlog-* stats, kept by the shell
+        if owns_default:
+            self.ensure_tube("default", 0)
+
+    # ----------------------------------------------------------------- tubes
+    def ensure_tube(self, name: str, now: int) -> Tube:
+        tube = self.tubes.get(name)
+        if tube is None:
+            self._created += 1
+            tube = self.tubes[name] = Tube(name, order=(now, self._created))
+        return tube
+
+    def _gc(self, tube: Tube) -> None:
+        """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
+        if tube.in_use():
+            return
+        del self.tubes[tube.name]
+        if self.tubes:
+            last = max(self.tubes.values(), key=_by_order)
+            if last.order > tube.order:
+                last.order = tube.order
+
+    def ref(self, name: str, using: int, watching: int, now: int) -> None:
+        """A connection started or stopped using or watching a tube."""
+        tube = self.ensure_tube(name, now)
+        tube.using += using
+        tube.watching += watching
+        self._gc(tube)
+
+    def list_tubes(self) -> list[tuple[tuple[int, int], str]]:
+        return [(t.order, t.name) for t in self.tubes.values()]
+
+    def _note(self, now: int, event: str, job: Job) -> None:
+        if self.audit is not None:
+            self.audit.append(
+                (now, event, job.id, job.tube, job.pri, job.delay, job.ttr, len(job.body))
+            )
+
+    # ----------------------------------------------------------------- moving jobs
+    def _enqueue(self, job: Job, now: int) -> None:
+        """Make a job ready and hand it to a waiter of its tube if there is one."""
+        tube = self.tubes[job.tube]
+        tube.add_ready(job)
+        if tube.waiters and not tube.paused(now):
+            self._serve_tube(tube, now)
+
+    def _unlink_delayed(self, job: Job) -> None:
+        self.tubes[job.tube].delayed.remove(job.delayed_key)
+
+    def _unlink(self, job: Job) -> None:
+        """Take a job out of whatever its tube holds it in (not reserved bookkeeping)."""
+        tube = self.tubes[job.tube]
+        if job.state == State.READY:
+            tube.remove_ready(job)
+        elif job.state == State.DELAYED:
+            self._unlink_delayed(job)
+        elif job.state == State.BURIED:
+            del tube.buried[job.id]
+
+    def _unreserve(self, job: Job) -> None:
+        """Forget who holds a reserved or offered job (the job stays where it is)."""
+        tube = self.tubes[job.tube]
+        if job.state == State.RESERVED:
+            tube.reserved -= 1
+        else:
+            tube.offered -= 1
+            if job.key < URGENT_KEY:
+                tube.urgent -= 1
+        held = self.owned.get(job.owner)
+        if held is not None:
+            held.discard(job.id)
+            if not held:
+                del self.owned[job.owner]
+        job.owner = 0
+
+    def _owned_by(self, job_id: int, conn: int) -> Job | None:
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.RESERVED or job.owner != conn:
+            return None
+        return job
+
+    def _drop_waiter(self, waiter: Waiter) -> None:
+        del self.waiters[waiter.rid]
+        for name in waiter.tubes:
+            tube = self.tubes.get(name)
+            if tube is not None:
+                tube.waiters.pop(waiter.rid, None)
+
+    if TYPE_CHECKING:  # provided by the mixins Engine is made of
+
+        def _at(self, when: int, kind: int, key: Any) -> None: ...  # timers.py
+
+        def tick(self, now: int) -> None: ...  # timers.py
+
+        def _serve_tube(self, tube: Tube, now: int) -> None: ...  # reserve.py
+
+        def _serve_tubes(self, tubes: list[Tube], now: int) -> None: ...  # reserve.py

@@ -1,0 +1,214 @@
+"""Reserving jobs: answers, waiters, offers to cross-shard reservers, and hand-overs.
+
+A reserve is answered at once with the best ready job of its tubes, or waits (a waiter)
+until a job comes, it times out or its connection's DEADLINE_SOON begins. A reserve that
+spans shards is served in offer mode: the job is offered, and the acceptor accepts or
+declines it. Connections that close or come back after a restart are handled here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, WAITING, EngineCore
+from shardq.engine.job import ID_MASK, NS, URGENT_KEY, Job, State
+from shardq.engine.timers import T_TTR, T_WAIT
+from shardq.engine.tube import Tube, Waiter
+from shardq.protocol import replies
+
+SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR runs out
+
+__all__ = [
+    "CANCELLED",
+    "FINAL",
+    "OFFER",
+    "RESERVED",
+    "SAFETY_MARGIN",
+    "WAITING",
+    "Reserving",
+    "reserved_payload",
+]
+
+
+def reserved_payload(job: Job) -> list[Any]:
+    """What a reserve answers: kind, reply bytes, id, TTR deadline."""
+    return [RESERVED, replies.job_reply(b"RESERVED", job.id, job.body), job.id, job.deadline]
+
+
+def _head(tube: Tube) -> int:
+    """The key of a tube's best ready job (the tube has one)."""
+    return tube.ready[0]
+
+
+class Reserving(EngineCore):
+    """Reserves, waiters and offers of an engine."""
+
+    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> None:
+        self._unlink(job)
+        job.move(op)
+        job.owner = conn
+        job.counts += 1  # reserves
+        self._note(now, "reserve", job)
+        job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
+        self.tubes[job.tube].reserved += 1
+        self.owned.setdefault(conn, set()).add(job.id)
+        self._at(job.deadline + 1, T_TTR, job.id)
+
+    def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
+        best = None
+        for name in tubes:
+            tube = self.tubes.get(name)
+            if tube is None or not tube.ready or tube.paused(now):
+                continue
+            head = tube.ready[0]
+            if best is None or head < best:
+                best = head
+        return None if best is None else self.jobs[best & ID_MASK]
+
+    def _serve_tube(self, tube: Tube, now: int) -> None:
+        """Hand the tube's best ready jobs to its oldest waiters, while both exist."""
+        self._serve_tubes([tube], now)
+
+    def _serve_tubes(self, tubes: list[Tube], now: int) -> None:
+        """While some of these tubes have both waiters and ready jobs, give the best job of
+        them all to the oldest waiter of its tube (beanstalkd's process_queue)."""
+        while True:
+            live = [t for t in tubes if t.ready and t.waiters and not t.paused(now)]
+            if not live:
+                return
+            tube = min(live, key=_head)
+            waiter = tube.oldest_waiter()
+            self._drop_waiter(waiter)
+            job = self.jobs[tube.ready[0] & ID_MASK]
+            self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
+
+    def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
+        if not offer:
+            self._reserve(job, conn, now)
+            return reserved_payload(job)
+        self._unlink(job)
+        job.move("offer")
+        job.owner = conn
+        tube = self.tubes[job.tube]
+        tube.offered += 1
+        key = job.key
+        if key < URGENT_KEY:
+            tube.urgent += 1  # an offered job is still ready as far as stats go
+        self.owned.setdefault(conn, set()).add(job.id)
+        return [
+            OFFER,
+            replies.job_reply(b"RESERVED", job.id, job.body),
+            job.id,
+            job.ttr * NS,
+            key >> 128,  # pri
+            key >> 64 & ID_MASK,  # seq
+            conn,  # whoever receives an offer it cannot place declines it for this conn
+        ]
+
+    def reserve(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+        offer: bool = False,
+    ) -> list[Any] | None:
+        """Answer a reserve now, or register it as a waiter and answer None.
+
+        `soon_at` is when the connection's soonest reserved job enters the safety margin
+        (the acceptor knows every shard's reservations of the connection, so it computes it).
+        An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
+        deadlines to the acceptor.
+        """
+        self.tick(now)  # a pause that just ended serves the waiters that came first
+        job = self._best_job(tubes, now)
+        if job is not None:
+            return self._hand_over(job, conn, offer, now)
+        if soon_at is not None and now >= soon_at:
+            return [FINAL, replies.DEADLINE_SOON]
+        if timeout_at is not None and now >= timeout_at:
+            return [FINAL, replies.TIMED_OUT]
+        expire_at, reply = timeout_at, replies.TIMED_OUT
+        if soon_at is not None and (expire_at is None or soon_at <= expire_at):
+            expire_at, reply = soon_at, replies.DEADLINE_SOON
+        if offer:
+            expire_at = None
+        waiter = Waiter(conn, rid, tubes, offer, expire_at, reply)
+        self.waiters[rid] = waiter
+        for name in tubes:
+            self.ensure_tube(name, now).waiters[rid] = waiter
+        if expire_at is not None:
+            self._at(expire_at, T_WAIT, rid)
+        return [WAITING] if offer else None
+
+    def cancel(self, rid: int) -> bool:
+        """Withdraw a waiting reserve (the acceptor timed it out or was served elsewhere).
+        False when there was no such waiter: it was served already, and its answer (an
+        event) is on its way or still in `events`."""
+        waiter = self.waiters.get(rid)
+        if waiter is None:
+            return False
+        self._drop_waiter(waiter)
+        return True
+
+    def accept(self, conn: int, job_id: int, now: int) -> None:
+        """The cross-shard reserver took the offered job: it is now reserved by it."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.OFFERED or job.owner != conn:
+            return
+        self._unreserve(job)
+        self._reserve(job, conn, now, "accept")
+
+    def decline(self, conn: int, job_id: int, now: int) -> None:
+        """The reserver was gone or served elsewhere: the job goes back to its place."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.OFFERED or job.owner != conn:
+            return
+        self._unreserve(job)
+        job.move("decline")
+        self._enqueue(job, now)
+
+    def reserve_job(self, conn: int, job_id: int, now: int) -> list[Any]:
+        job = self.jobs.get(job_id)
+        if job is None or not job.can("reserve"):
+            return [FINAL, replies.NOT_FOUND]
+        self._reserve(job, conn, now)
+        return reserved_payload(job)
+
+    def disconnect(self, conn: int, now: int) -> None:
+        """A connection closed: its waiters go away and its jobs are ready again at once."""
+        for waiter in [w for w in self.waiters.values() if w.conn == conn]:
+            self._drop_waiter(waiter)
+        for job_id in sorted(self.owned.get(conn, ())):
+            job = self.jobs[job_id]
+            if job.state == State.OFFERED:
+                self.decline(conn, job_id, now)
+            else:
+                self._unreserve(job)
+                job.move("release")
+                self._enqueue(job, now)
+
+    def reassert(self, conn: int, job_id: int, deadline: int, now: int) -> None:
+        """After this shard restarted from its log, a live connection still holds this job:
+        reserve it for that connection again, with its old TTR deadline (no new reserve)."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state != State.READY:
+            return
+        self._unlink(job)
+        job.state = State.RESERVED
+        job.owner = conn
+        job.deadline = deadline
+        self.tubes[job.tube].reserved += 1
+        self.owned.setdefault(conn, set()).add(job.id)
+        self._at(deadline + 1, T_TTR, job.id)
+
+    def forget_connections(self, now: int) -> None:
+        """The acceptor restarted: its connections are gone; free their jobs and tubes."""
+        for conn in list(self.owned) + [w.conn for w in self.waiters.values()]:
+            self.disconnect(conn, now)
+        for tube in list(self.tubes.values()):
+            tube.using = tube.watching = 0
+            self._gc(tube)

@@ -1,0 +1,84 @@
+"""The engine's statistics: `stats-job`, `stats-tube`, and its share of `stats`.
+
+Key names and their order come from shardq/protocol/stats_keys.py; the values are listed
+here in that order.
+"""
+
+from __future__ import annotations
+
+from shardq.engine.core import EngineCore
+from shardq.engine.job import NS, STATE_NAMES, State
+from shardq.protocol import replies
+from shardq.protocol.stats_keys import SHARD_COUNT_KEYS, STATS_JOB_KEYS, STATS_TUBE_KEYS
+
+
+def _seconds(ns: int) -> int:
+    """Whole seconds, truncated toward zero like beanstalkd's int64 division."""
+    return -(-ns // NS) if ns < 0 else ns // NS
+
+
+class Stats(EngineCore):
+    """The statistics replies of an engine."""
+
+    def stats_job(self, job_id: int, now: int) -> bytes:
+        job = self.jobs.get(job_id)
+        if job is None:
+            return replies.NOT_FOUND
+        left = 0
+        if job.state in (State.RESERVED, State.DELAYED):
+            left = _seconds(job.deadline - now)
+        values = (
+            job.id,
+            job.tube,
+            replies.Raw(STATE_NAMES[job.state]),
+            job.pri,
+            _seconds(now - job.created),  # age
+            job.delay,
+            job.ttr,
+            left,
+            0,  # file
+            job.reserves,
+            job.timeouts,
+            job.releases,
+            job.buries,
+            job.kicks,
+        )
+        return replies.yaml_map(zip(STATS_JOB_KEYS, values, strict=True))
+
+    def stats_tube(self, tube_name: str, now: int) -> bytes:
+        tube = self.tubes.get(tube_name)
+        if tube is None:
+            return replies.NOT_FOUND
+        paused = tube.paused(now)
+        values = (
+            tube.name,
+            tube.urgent,
+            len(tube.ready) + tube.offered,  # an offered job is still ready for stats
+            tube.reserved,
+            len(tube.delayed),
+            len(tube.buried),
+            tube.total_jobs,
+            tube.using,
+            tube.watching,
+            len(tube.waiters),
+            tube.cmd_delete,
+            tube.cmd_pause,
+            tube.pause // NS if paused else 0,
+            _seconds(tube.unpause_at - now) if paused else 0,  # pause-time-left
+        )
+        return replies.yaml_map(zip(STATS_TUBE_KEYS, values, strict=True))
+
+    def counts(self) -> dict[str, int]:
+        """This shard's share of the server-wide `stats`."""
+        tubes = self.tubes.values()
+        values = (
+            sum(t.urgent for t in tubes),
+            sum(len(t.ready) + t.offered for t in tubes),
+            sum(t.reserved for t in tubes),
+            sum(len(t.delayed) for t in tubes),
+            sum(len(t.buried) for t in tubes),
+            self.job_timeouts,
+            self.total_jobs,
+            len(self.tubes),  # current-tubes
+        )
+        return dict(zip(SHARD_COUNT_KEYS, values, strict=True))

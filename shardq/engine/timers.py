@@ -1,0 +1,112 @@
+"""The engine's timers: one heap of (when, stamp, kind, key), compacted, run by `tick`.
+
+Delays end, TTRs run out, pauses end and waiting reserves expire through this heap. A timer
+is not removed when its reason goes (a reserved job deleted, a delayed job kicked): every
+entry is re-checked when it fires, and the heap is compacted when it doubles.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from shardq.engine.core import FINAL, TIMERS_MIN_BOUND, EngineCore
+from shardq.engine.job import TIMEOUT, Job, State
+from shardq.engine.tube import Tube
+
+# Timer kinds in the engine's heap; every entry is re-checked when it fires.
+T_DELAY, T_TTR, T_PAUSE, T_WAIT = 1, 2, 3, 4
+
+__all__ = ["T_DELAY", "T_PAUSE", "T_TTR", "T_WAIT", "TIMERS_MIN_BOUND", "Timers"]
+
+
+class Timers(EngineCore):
+    """The timer heap of an engine and what each kind of timer does when it fires."""
+
+    def _at(self, when: int, kind: int, key: Any) -> None:
+        self._stamp += 1
+        heapq.heappush(self.timers, (when, self._stamp, kind, key))
+        if len(self.timers) > self._timers_bound:
+            self._compact_timers()
+
+    def _compact_timers(self) -> None:
+        """Drop the timers that can no longer do anything. A timer is not removed when its
+        reason goes (a reserved job deleted, a delayed job kicked): it is checked when it
+        fires. Under steady load that would keep one dead entry per reserve for a whole
+        TTR; rebuilding when the heap doubles keeps it within twice the live timers, at an
+        amortised O(1) per timer."""
+        self.timers = [t for t in self.timers if self._timer_live(t[0], t[2], t[3])]
+        heapq.heapify(self.timers)
+        self._timers_bound = max(TIMERS_MIN_BOUND, 2 * len(self.timers))
+
+    def _timer_live(self, when: int, kind: int, key: Any) -> bool:
+        if kind == T_PAUSE:
+            return True  # few, and cheap to keep
+        if kind == T_WAIT:
+            waiter = self.waiters.get(key)
+            return waiter is not None and waiter.expire_at == when
+        return self._timed_job(kind, key, when) is not None
+
+    def _timed_job(self, kind: int, job_id: int, when: int) -> Job | None:
+        """The job a delay or TTR timer firing at `when` is still for, or None."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        if kind == T_DELAY:
+            return job if job.state == State.DELAYED and job.deadline == when else None
+        return job if job.state == State.RESERVED and job.deadline + 1 == when else None
+
+    def _delay(self, job: Job, delay: int, now: int) -> None:
+        """Put a job in its tube's delayed queue until `now + delay` (ns)."""
+        job.deadline = now + delay
+        self.tubes[job.tube].delayed.add(job.delayed_key)
+        self._at(job.deadline, T_DELAY, job.id)
+
+    def next_wakeup(self) -> int | None:
+        return self.timers[0][0] if self.timers else None
+
+    def tick(self, now: int) -> None:
+        """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire."""
+        unpaused: list[Tube] = []
+        while self.timers and self.timers[0][0] <= now:
+            when, _, kind, key = heapq.heappop(self.timers)
+            if kind == T_DELAY:
+                self._promote(key, when, now)
+            elif kind == T_TTR:
+                self._expire(key, when, now)
+            elif kind == T_PAUSE:
+                self._unpause(key, when, unpaused)
+            else:
+                self._wait_expired(key, when)
+        if unpaused:
+            self._serve_tubes(unpaused, now)
+
+    def _promote(self, job_id: int, when: int, now: int) -> None:
+        job = self._timed_job(T_DELAY, job_id, when)
+        if job is not None:
+            self._unlink_delayed(job)
+            job.move("promote")
+            self._enqueue(job, now)
+
+    def _expire(self, job_id: int, when: int, now: int) -> None:
+        job = self._timed_job(T_TTR, job_id, when)
+        if job is not None:
+            self._unreserve(job)
+            job.counts += TIMEOUT
+            self.job_timeouts += 1
+            self._note(now, "timeout", job)
+            job.move("timeout")
+            self._enqueue(job, now)
+
+    def _unpause(self, name: str, when: int, unpaused: list[Tube]) -> None:
+        tube = self.tubes.get(name)
+        if tube is not None and tube.pause and tube.unpause_at == when:
+            tube.pause = 0
+            tube.unpause_at = 0
+            unpaused.append(tube)
+
+    def _wait_expired(self, rid: int, when: int) -> None:
+        waiter = self.waiters.get(rid)
+        if waiter is not None and waiter.expire_at == when:
+            self._drop_waiter(waiter)
+            self.events.append((rid, [FINAL, waiter.expire_reply]))

@@ -1,0 +1,127 @@
+"""The key names of the `stats`, `stats-tube` and `stats-job` replies, in reply order.
+
+Every list here is the one statement of its keys and their order (beanstalkd 1.12's);
+the engine, the acceptor and the coordinator take the names from here, so a key cannot
+be spelled differently in two places, and a reply's order cannot drift from the others.
+"""
+
+from __future__ import annotations
+
+#: The per-state job counts that open `stats` and follow `name` in `stats-tube`.
+JOB_COUNT_KEYS = (
+    "current-jobs-urgent",
+    "current-jobs-ready",
+    "current-jobs-reserved",
+    "current-jobs-delayed",
+    "current-jobs-buried",
+)
+
+#: The `cmd-*` counters of `stats`, in order: the acceptor counts the commands it parses.
+CMD_KEYS = (
+    "cmd-put",
+    "cmd-peek",
+    "cmd-peek-ready",
+    "cmd-peek-delayed",
+    "cmd-peek-buried",
+    "cmd-reserve",
+    "cmd-reserve-with-timeout",
+    "cmd-delete",
+    "cmd-release",
+    "cmd-use",
+    "cmd-watch",
+    "cmd-ignore",
+    "cmd-bury",
+    "cmd-kick",
+    "cmd-touch",
+    "cmd-stats",
+    "cmd-stats-job",
+    "cmd-stats-tube",
+    "cmd-list-tubes",
+    "cmd-list-tube-used",
+    "cmd-list-tubes-watched",
+    "cmd-pause-tube",
+)
+
+#: The write-ahead log's counters (each shard's log reports them; 0 without a log).
+BINLOG_KEYS = (
+    "binlog-oldest-index",
+    "binlog-current-index",
+    "binlog-records-migrated",
+    "binlog-records-written",
+)
+
+#: Shown only once a log with damaged records was replayed, after binlog-records-written.
+BINLOG_DAMAGED_KEY = "binlog-damaged-records"
+
+#: What each shard counts for `stats` (Engine.counts); the coordinator sums them.
+SHARD_COUNT_KEYS = (*JOB_COUNT_KEYS, "job-timeouts", "total-jobs", "current-tubes")
+
+#: `stats` keys in beanstalkd 1.12's order.
+STATS_KEYS = (
+    *JOB_COUNT_KEYS,
+    *CMD_KEYS,
+    "job-timeouts",
+    "total-jobs",
+    "max-job-size",
+    "current-tubes",
+    "current-connections",
+    "current-producers",
+    "current-workers",
+    "current-waiting",
+    "total-connections",
+    "pid",
+    "version",
+    "rusage-utime",
+    "rusage-stime",
+    "uptime",
+    *BINLOG_KEYS,
+    "binlog-max-size",
+    "draining",
+    "id",
+    "hostname",
+    "os",
+    "platform",
+)
+
+#: `stats-tube` keys in order.
+STATS_TUBE_KEYS = (
+    "name",
+    *JOB_COUNT_KEYS,
+    "total-jobs",
+    "current-using",
+    "current-watching",
+    "current-waiting",
+    "cmd-delete",
+    "cmd-pause-tube",
+    "pause",
+    "pause-time-left",
+)
+
+#: `stats-job` keys in order.
+STATS_JOB_KEYS = (
+    "id",
+    "tube",
+    "state",
+    "pri",
+    "age",
+    "delay",
+    "ttr",
+    "time-left",
+    "file",
+    "reserves",
+    "timeouts",
+    "releases",
+    "buries",
+    "kicks",
+)
+
+__all__ = [
+    "BINLOG_DAMAGED_KEY",
+    "BINLOG_KEYS",
+    "CMD_KEYS",
+    "JOB_COUNT_KEYS",
+    "SHARD_COUNT_KEYS",
+    "STATS_JOB_KEYS",
+    "STATS_KEYS",
+    "STATS_TUBE_KEYS",
+]
