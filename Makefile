@@ -76,3 +76,12 @@ bench: venv beanstalkd
 	$(BIN)/shardq bench compare --matrix standard $(BENCH_ARGS) \
 	  --a 'beanstalkd -l 127.0.0.1 -p {port}' --b 'shardq serve -p {port}' \
 	  --report docs/BENCHMARKS.md
+
+# Randomized invariant checking (tests/invariants/workload.py; `make test` runs its short
+# form): each round a fresh shardq, producers, consumers and a kicker for --seconds, then a
+# drain; any lost, stranded, doubly held or misdelivered job fails the round. Prints a replay
+# command per failing seed; exit status 1 if any round failed. About 25 s per round.
+STRESS_ARGS ?= --shards 2,4 --runs 100 --seconds 20
+.PHONY: stress
+stress: venv
+	$(BIN)/python tools/stress.py $(STRESS_ARGS)
