@@ -28,13 +28,11 @@ import logging
 import multiprocessing
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -45,8 +43,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT / "tests") not in sys.path:  # the workload lives with the tests
     sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from helpers import drain_stream, read_line  # noqa: E402
 from invariants.workload import run  # noqa: E402
+
+from shardq.bench.procs import wait_listening  # noqa: E402
 
 log = logging.getLogger("stress")
 
@@ -54,7 +53,6 @@ log = logging.getLogger("stress")
 START_TIMEOUT = 30.0
 #: Seconds a server may take to exit after SIGTERM before it is killed.
 STOP_TIMEOUT = 10.0
-_LISTENING = re.compile(rb"^shardq listening on 127\.0\.0\.1:(\d+)\r?\n$")
 
 
 @dataclass
@@ -91,17 +89,14 @@ def shardq_server(shards: int, base: Path) -> Iterator[tuple[int, list[str]]]:
         )
     notes: list[str] = []
     try:
-        line = read_line(proc, START_TIMEOUT)
-        match = _LISTENING.match(line.partition(b"\n")[0] + b"\n")
-        if match is None:
+        port, line = wait_listening(proc, START_TIMEOUT)
+        if port is None:
             raise ServerError(
                 f"no 'shardq listening on 127.0.0.1:<port>' within {START_TIMEOUT} s "
                 f"(exit status {proc.poll()}); stdout {line[:200]!r}; "
                 f"stderr: {stderr_path.read_text(errors='replace')[-2000:]}"
             )
-        assert proc.stdout is not None
-        threading.Thread(target=drain_stream, args=(proc.stdout,), daemon=True).start()
-        yield int(match.group(1)), notes
+        yield port, notes
         if exited(proc.pid):
             notes.append("the server exited by itself during the round")
     finally:
