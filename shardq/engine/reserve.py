@@ -9,7 +9,7 @@ declines it. Connections that close or come back after a restart are handled her
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, WAITING, EngineCore
 from shardq.engine.job import ID_MASK, NS, URGENT_KEY, Job, State
@@ -31,8 +31,31 @@ __all__ = [
 ]
 
 
+class Reserved(NamedTuple):
+    """The payload a reserve is answered with when a job was reserved (a list of these
+    fields, in this order, on the wire; the reader names them with ``Reserved._make``)."""
+
+    kind: int  # RESERVED
+    reply: bytes  # the client's RESERVED line and body
+    job_id: int
+    deadline: int  # TTR deadline, monotonic ns
+
+
+class Offer(NamedTuple):
+    """The payload of an offer to a cross-shard reserver (a list of these fields, in this
+    order, on the wire; the acceptor names them with ``Offer._make``)."""
+
+    kind: int  # OFFER
+    reply: bytes  # the RESERVED line the client gets if it accepts
+    job_id: int
+    ttr: int  # ns; the TTR starts when the acceptor accepts
+    pri: int
+    seq: int  # put order: (pri, seq) picks the best offer across shards
+    conn: int  # the connection it is offered to (a stray offer is declined for it)
+
+
 def reserved_payload(job: Job) -> list[Any]:
-    """What a reserve answers: kind, reply bytes, id, TTR deadline."""
+    """What a reserve answers: the fields of `Reserved`."""
     return [RESERVED, replies.job_reply(b"RESERVED", job.id, job.body), job.id, job.deadline]
 
 
@@ -104,7 +127,7 @@ class Reserving(EngineCore):
             key >> 128,  # pri
             key >> 64 & ID_MASK,  # seq
             conn,  # whoever receives an offer it cannot place declines it for this conn
-        ]
+        ]  # the fields of `Offer`
 
     def reserve(
         self,

@@ -8,6 +8,7 @@ from enum import IntEnum
 from typing import Any
 
 from shardq.engine.engine import SAFETY_MARGIN
+from shardq.engine.reserve import Offer
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -125,7 +126,7 @@ class CrossReserve:
         self.tubes: dict[int, list[str]] = {}  # rid -> the watched tubes on its shard
         self.live: set[int] = set()  # rids whose shard may still offer a job
         self.answered: set[int] = set()  # rids whose shard gave its first answer
-        self.offers: list[list[Any]] = []
+        self.offers: list[tuple[int, Offer]] = []  # (rid, offer) collected, not settled
         self.done = False
         self.expire_at: int | None = None
         self.reply = proto.TIMED_OUT

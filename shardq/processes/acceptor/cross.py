@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
 from shardq.engine.job import NS
+from shardq.engine.reserve import Offer, Reserved
 from shardq.processes.acceptor.conn import CLOSED, LOCAL, Conn, CrossReserve
 from shardq.protocol import proto
 
@@ -65,8 +66,9 @@ def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> Non
 def on_reserved(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
     conn.waiting = None
     if payload[0] == RESERVED:
-        conn.reserved[payload[2]] = payload[3]
-    self.reply(conn, payload[1])
+        got = Reserved._make(payload)
+        conn.reserved[got.job_id] = got.deadline
+    self.reply(conn, payload[1])  # the reply bytes, whatever the kind
 
 
 def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
@@ -74,10 +76,11 @@ def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) 
     if kind in (CANCELLED, OFFER):
         cross.live.discard(rid)
     if kind == OFFER:
+        offer = Offer._make(payload)
         if cross.done:
-            self.request(cross.rids[rid], wire.DECLINE, cross.conn, [payload[2]], None)
+            self.request(cross.rids[rid], wire.DECLINE, cross.conn, [offer.job_id], None)
         else:
-            cross.offers.append([rid, *payload])
+            cross.offers.append((rid, offer))
     if kind in (OFFER, WAITING):
         cross.answered.add(rid)
     if not cross.done and len(cross.answered) == len(cross.rids):
@@ -89,14 +92,19 @@ def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) 
             self.cross.pop(r, None)
 
 
+def offer_order(entry: tuple[int, Offer]) -> tuple[int, int]:
+    """Offers compare by (priority, put order): the most urgent, then the oldest."""
+    return entry[1].pri, entry[1].seq
+
+
 def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
     """Every shard has answered once: take the best offer, or decide to wait or stop."""
     if cross.offers:
-        best = min(cross.offers, key=lambda o: (o[5], o[6]))
-        cross.offers.remove(best)
-        self.request(cross.rids[best[0]], wire.ACCEPT, cross.conn, [best[3]], None)
-        cross.conn.reserved[best[3]] = time.monotonic_ns() + best[4]  # TTR starts on accept
-        self.finish_cross(cross, best[2])
+        best_rid, best = min(cross.offers, key=offer_order)
+        cross.offers.remove((best_rid, best))
+        self.request(cross.rids[best_rid], wire.ACCEPT, cross.conn, [best.job_id], None)
+        cross.conn.reserved[best.job_id] = time.monotonic_ns() + best.ttr  # TTR starts now
+        self.finish_cross(cross, best.reply)
         return
     now = time.monotonic_ns()
     if cross.expire_at is not None and now >= cross.expire_at:
@@ -107,8 +115,8 @@ def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
 
 def finish_cross(self: Acceptor, cross: CrossReserve, reply: bytes | None) -> None:
     cross.done = True
-    for offer in cross.offers:  # collected, never settled: each goes back to its place
-        self.request(cross.rids[offer[0]], wire.DECLINE, cross.conn, [offer[3]], None)
+    for rid, offer in cross.offers:  # collected, never settled: each goes back to its place
+        self.request(cross.rids[rid], wire.DECLINE, cross.conn, [offer.job_id], None)
     cross.offers.clear()
     for rid in cross.live:
         if rid in self.cross:
@@ -137,9 +145,8 @@ def reask_offers(self: Acceptor, target: int) -> None:
     for cross in {id(x): x for x in self.cross.values()}.values():
         if cross.done:
             continue
-        for offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
-            cross.offers.remove(offer)
-            rid = offer[0]
+        for rid, offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
+            cross.offers.remove((rid, offer))
             cross.answered.discard(rid)
             cross.live.add(rid)
             req = [wire.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]

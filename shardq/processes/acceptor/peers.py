@@ -12,6 +12,7 @@ import zmq
 
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER
+from shardq.engine.reserve import Offer
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.acceptor.handlers import PIPELINED
 
@@ -210,7 +211,8 @@ def decline_stray(self: Acceptor, offer: list[Any]) -> None:
     """An offer for a reserve this acceptor no longer tracks: give the job back. Offers
     and cancels are ordered, so this should not happen; if it does, a job must not stay
     offered to a connection that is not waiting for it."""
-    job_id, conn_id = offer[2], offer[6]
+    got = Offer._make(offer)
+    job_id, conn_id = got.job_id, got.conn
     shard = self.job_shard(job_id)
     if shard is not None:
         self.outq.setdefault(shard, []).append([wire.DECLINE, 0, conn_id, job_id])
