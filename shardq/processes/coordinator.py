@@ -26,6 +26,7 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.processes import lifeline
+from shardq.processes import shard_ops as ops
 from shardq.protocol.replies import Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, STATS_KEYS
 
@@ -113,7 +114,7 @@ class Coordinator:
             self.ask_shard(index, grid)
 
     def ask_shard(self, index: int, grid: int) -> None:
-        op = wire.COUNTS if self.gathers[grid].op == wire.STATS else wire.LIST
+        op = ops.COUNTS if self.gathers[grid].op == wire.STATS else ops.LIST
         self.shards[index].send(wire.pack([[op, grid, 0]]))
 
     def resend_stale(self) -> None:

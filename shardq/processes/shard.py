@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import gc
 import logging
-import resource
 import signal
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -29,6 +27,8 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.processes import lifeline
+from shardq.processes import shard_ops as ops
+from shardq.processes.shard_ops import HANDLERS
 from shardq.protocol import proto
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
@@ -38,142 +38,7 @@ log = logging.getLogger(__name__)
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
-Handler = Callable[[Engine, int, list[Any], int], list[Any] | None]
 Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
-
-
-# One named handler per op: handler(engine, conn, args, now) -> reply payload (a list), or
-# None for an op with no reply. `args` is the request's tail as wire.py documents it.
-
-
-def op_put(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, seq, tube, pri, delay, ttr, body = a
-    return [e.put(job_id, seq, tube, pri, delay, ttr, body, now)]
-
-
-def op_reserve_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return e.reserve_job(conn, a[0], now)
-
-
-def op_delete(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, *resent = a  # resent: the acceptor's "held before the restart" mark
-    return [e.delete(conn, job_id, now, *resent)]
-
-
-def op_release(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, pri, delay = a
-    return [e.release(conn, job_id, pri, delay, now)]
-
-
-def op_bury(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, pri, *resent = a
-    return [e.bury(conn, job_id, pri, now, *resent)]
-
-
-def op_touch(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return e.touch(conn, a[0], now)
-
-
-def op_peek(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek(a[0])]
-
-
-def op_kick_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.kick_job(a[0], now)]
-
-
-def op_stats_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.stats_job(a[0], now)]
-
-
-def op_peek_ready(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek_ready(a[0])]
-
-
-def op_peek_delayed(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek_delayed(a[0])]
-
-
-def op_peek_buried(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek_buried(a[0])]
-
-
-def op_kick(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    tube, bound = a
-    return [e.kick(tube, bound, now)]
-
-
-def op_stats_tube(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.stats_tube(a[0], now)]
-
-
-def op_pause_tube(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    tube, delay = a
-    return [e.pause_tube(tube, delay, now)]
-
-
-def op_ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    tube, d_using, d_watching = a
-    e.ref(tube, d_using, d_watching, now)
-    return []  # an acknowledgement
-
-
-def op_accept(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.accept(conn, a[0], now)
-
-
-def op_decline(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.decline(conn, a[0], now)
-
-
-def op_disconnect(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.disconnect(conn, now)
-
-
-def op_counts(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return [{**e.counts(), **e.log_stats}, usage.ru_utime, usage.ru_stime]
-
-
-def op_reassert(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    job_id, deadline = a
-    e.reassert(conn, job_id, deadline, now)
-
-
-def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.forget_connections(now)
-
-
-def op_list(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.list_tubes()]
-
-
-#: op -> its handler (RESERVE and CANCEL need the peer: ShardCore.apply handles them)
-HANDLERS: dict[int, Handler] = {
-    wire.PUT: op_put,
-    wire.RESERVE_JOB: op_reserve_job,
-    wire.DELETE: op_delete,
-    wire.RELEASE: op_release,
-    wire.BURY: op_bury,
-    wire.TOUCH: op_touch,
-    wire.PEEK: op_peek,
-    wire.KICK_JOB: op_kick_job,
-    wire.STATS_JOB: op_stats_job,
-    wire.PEEK_READY: op_peek_ready,
-    wire.PEEK_DELAYED: op_peek_delayed,
-    wire.PEEK_BURIED: op_peek_buried,
-    wire.KICK: op_kick,
-    wire.STATS_TUBE: op_stats_tube,
-    wire.PAUSE_TUBE: op_pause_tube,
-    wire.REF: op_ref,
-    wire.ACCEPT: op_accept,
-    wire.DECLINE: op_decline,
-    wire.DISCONNECT: op_disconnect,
-    wire.COUNTS: op_counts,
-    wire.REASSERT: op_reassert,
-    wire.RESET: op_reset,
-    wire.LIST: op_list,
-}
 
 
 class ShardCore:
@@ -240,7 +105,7 @@ class ShardCore:
         """A plain request/reply op from the hosting acceptor: its payload, with no rid or
         peer to carry (the acceptor's direct path, see Acceptor.call)."""
         try:
-            if op == wire.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
+            if op == ops.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
                 return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
             payload = HANDLERS[op](self.engine, conn, args, now)
         except Exception as e:  # one bad request must not take the shard down
@@ -251,21 +116,21 @@ class ShardCore:
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client."""
         log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
-        if op in (wire.RESERVE, wire.RESERVE_JOB):
+        if op in (ops.RESERVE, ops.RESERVE_JOB):
             return [FINAL, proto.INTERNAL_ERROR]
         return [proto.INTERNAL_ERROR, 0]
 
     def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
-        if op == wire.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
+        if op == ops.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
             return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
-        if op == wire.RESERVE:
+        if op == ops.RESERVE:
             tubes, timeout_at, soon_at, offer = args
             payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
             if payload is None or payload[0] == WAITING:  #: answered later as an event
                 self.waiting_peer[rid] = peer
             return payload
-        if op == wire.CANCEL:
+        if op == ops.CANCEL:
             if self.engine.cancel(rid):
                 self.waiting_peer.pop(rid, None)
             # else the waiter was served: its event still needs the peer (route_events)

@@ -11,11 +11,19 @@ stats for commands whose arguments parsed, so an argument error is an
 flagged by ``ErrorReply.stat``).
 
 Units: ``delay``, ``ttr`` and ``timeout`` are whole seconds, exactly as sent.
+
+Each command class also declares how it is read and counted: ``NAME`` (the line prefix
+beanstalkd's ``which_cmd`` matches), ``ARGS`` (the parse rule: ``"none"``, ``"id"``,
+``"tube"``, or a rule of its own in parser.py) and ``STAT`` (its ``cmd-*`` counter, or
+None). `COMMANDS` lists them in ``which_cmd``'s order (the first matching prefix wins), and
+the parser and the stats are built from it: a command with standard arguments is added
+here alone, on the protocol side.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -28,6 +36,10 @@ class Put:
     allowed here and the engine clamps it to 1 s.
     """
 
+    NAME: ClassVar[bytes] = b"put "
+    ARGS: ClassVar[str] = "put"
+    STAT: ClassVar[str | None] = "cmd-put"
+
     pri: int
     delay: int
     ttr: int
@@ -39,10 +51,18 @@ class Put:
 class Reserve:
     """``reserve``: block until a job is ready in a watched tube."""
 
+    NAME: ClassVar[bytes] = b"reserve"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-reserve"
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class ReserveWithTimeout:
     """``reserve-with-timeout <seconds>``; 0..2147483647 as in beanstalkd 1.13."""
+
+    NAME: ClassVar[bytes] = b"reserve-with-timeout "
+    ARGS: ClassVar[str] = "reserve-with-timeout"
+    STAT: ClassVar[str | None] = "cmd-reserve-with-timeout"
 
     timeout: int
 
@@ -51,6 +71,10 @@ class ReserveWithTimeout:
 class ReserveJob:
     """``reserve-job <id>``: reserve a specific ready, delayed or buried job."""
 
+    NAME: ClassVar[bytes] = b"reserve-job "
+    ARGS: ClassVar[str] = "id"
+    STAT: ClassVar[str | None] = None
+
     id: int
 
 
@@ -58,12 +82,20 @@ class ReserveJob:
 class Delete:
     """``delete <id>``."""
 
+    NAME: ClassVar[bytes] = b"delete "
+    ARGS: ClassVar[str] = "id"
+    STAT: ClassVar[str | None] = "cmd-delete"
+
     id: int
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class Release:
     """``release <id> <pri> <delay>``."""
+
+    NAME: ClassVar[bytes] = b"release "
+    ARGS: ClassVar[str] = "release"
+    STAT: ClassVar[str | None] = "cmd-release"
 
     id: int
     pri: int
@@ -74,6 +106,10 @@ class Release:
 class Bury:
     """``bury <id> <pri>``."""
 
+    NAME: ClassVar[bytes] = b"bury "
+    ARGS: ClassVar[str] = "bury"
+    STAT: ClassVar[str | None] = "cmd-bury"
+
     id: int
     pri: int
 
@@ -82,12 +118,20 @@ class Bury:
 class Touch:
     """``touch <id>``."""
 
+    NAME: ClassVar[bytes] = b"touch "
+    ARGS: ClassVar[str] = "id"
+    STAT: ClassVar[str | None] = "cmd-touch"
+
     id: int
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class Peek:
     """``peek <id>``."""
+
+    NAME: ClassVar[bytes] = b"peek "
+    ARGS: ClassVar[str] = "id"
+    STAT: ClassVar[str | None] = "cmd-peek"
 
     id: int
 
@@ -96,20 +140,36 @@ class Peek:
 class PeekReady:
     """``peek-ready`` (looks at the used tube)."""
 
+    NAME: ClassVar[bytes] = b"peek-ready"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-peek-ready"
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class PeekDelayed:
     """``peek-delayed`` (looks at the used tube)."""
+
+    NAME: ClassVar[bytes] = b"peek-delayed"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-peek-delayed"
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class PeekBuried:
     """``peek-buried`` (looks at the used tube)."""
 
+    NAME: ClassVar[bytes] = b"peek-buried"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-peek-buried"
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class Kick:
     """``kick <bound>``; bound has strtoul semantics truncated to u32 (``-1`` = all)."""
+
+    NAME: ClassVar[bytes] = b"kick "
+    ARGS: ClassVar[str] = "kick"
+    STAT: ClassVar[str | None] = "cmd-kick"
 
     bound: int
 
@@ -118,12 +178,20 @@ class Kick:
 class KickJob:
     """``kick-job <id>``."""
 
+    NAME: ClassVar[bytes] = b"kick-job "
+    ARGS: ClassVar[str] = "id"
+    STAT: ClassVar[str | None] = None
+
     id: int
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class StatsJob:
     """``stats-job <id>``."""
+
+    NAME: ClassVar[bytes] = b"stats-job "
+    ARGS: ClassVar[str] = "id"
+    STAT: ClassVar[str | None] = "cmd-stats-job"
 
     id: int
 
@@ -132,6 +200,10 @@ class StatsJob:
 class StatsTube:
     """``stats-tube <tube>``."""
 
+    NAME: ClassVar[bytes] = b"stats-tube "
+    ARGS: ClassVar[str] = "tube"
+    STAT: ClassVar[str | None] = "cmd-stats-tube"
+
     tube: str
 
 
@@ -139,10 +211,18 @@ class StatsTube:
 class Stats:
     """``stats``."""
 
+    NAME: ClassVar[bytes] = b"stats"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-stats"
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class Use:
     """``use <tube>``."""
+
+    NAME: ClassVar[bytes] = b"use "
+    ARGS: ClassVar[str] = "tube"
+    STAT: ClassVar[str | None] = "cmd-use"
 
     tube: str
 
@@ -151,12 +231,20 @@ class Use:
 class Watch:
     """``watch <tube>``."""
 
+    NAME: ClassVar[bytes] = b"watch "
+    ARGS: ClassVar[str] = "tube"
+    STAT: ClassVar[str | None] = "cmd-watch"
+
     tube: str
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class Ignore:
     """``ignore <tube>``."""
+
+    NAME: ClassVar[bytes] = b"ignore "
+    ARGS: ClassVar[str] = "tube"
+    STAT: ClassVar[str | None] = "cmd-ignore"
 
     tube: str
 
@@ -165,20 +253,36 @@ class Ignore:
 class ListTubes:
     """``list-tubes``."""
 
+    NAME: ClassVar[bytes] = b"list-tubes"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-list-tubes"
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class ListTubeUsed:
     """``list-tube-used``."""
+
+    NAME: ClassVar[bytes] = b"list-tube-used"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-list-tube-used"
 
 
 @dataclass(slots=True, unsafe_hash=True)
 class ListTubesWatched:
     """``list-tubes-watched``."""
 
+    NAME: ClassVar[bytes] = b"list-tubes-watched"
+    ARGS: ClassVar[str] = "none"
+    STAT: ClassVar[str | None] = "cmd-list-tubes-watched"
+
 
 @dataclass(slots=True, unsafe_hash=True)
 class PauseTube:
     """``pause-tube <tube> <seconds>``."""
+
+    NAME: ClassVar[bytes] = b"pause-tube"
+    ARGS: ClassVar[str] = "pause-tube"
+    STAT: ClassVar[str | None] = "cmd-pause-tube"
 
     tube: str
     delay: int
@@ -187,6 +291,10 @@ class PauseTube:
 @dataclass(slots=True, unsafe_hash=True)
 class Quit:
     """``quit`` (any line starting with ``quit``): close with no reply."""
+
+    NAME: ClassVar[bytes] = b"quit"
+    ARGS: ClassVar[str] = "quit"
+    STAT: ClassVar[str | None] = None
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -204,7 +312,7 @@ class ErrorReply:
     stat: str | None = None
 
 
-Command = (
+Parsed = (
     Put
     | Reserve
     | ReserveWithTimeout
@@ -230,10 +338,42 @@ Command = (
     | ListTubesWatched
     | PauseTube
     | Quit
-    | ErrorReply
+)  #: a command whose line parsed
+Command = Parsed | ErrorReply
+
+
+#: every command, in beanstalkd's which_cmd order: the first prefix that matches wins
+COMMANDS: tuple[type[Parsed], ...] = (
+    Put,
+    Peek,
+    PeekReady,
+    PeekDelayed,
+    PeekBuried,
+    ReserveWithTimeout,
+    ReserveJob,
+    Reserve,
+    Delete,
+    Release,
+    Bury,
+    Kick,
+    KickJob,
+    Touch,
+    StatsJob,
+    StatsTube,
+    Stats,
+    Use,
+    Watch,
+    Ignore,
+    ListTubesWatched,
+    ListTubeUsed,
+    ListTubes,
+    Quit,
+    PauseTube,
 )
 
 __all__ = [
+    "COMMANDS",
+    "Parsed",
     "Bury",
     "Command",
     "Delete",

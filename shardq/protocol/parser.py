@@ -23,35 +23,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from shardq.protocol.commands import (
+    COMMANDS,
     Bury,
     Command,
-    Delete,
     ErrorReply,
-    Ignore,
     Kick,
-    KickJob,
-    ListTubes,
-    ListTubesWatched,
-    ListTubeUsed,
+    Parsed,
     PauseTube,
-    Peek,
-    PeekBuried,
-    PeekDelayed,
-    PeekReady,
     Put,
     Quit,
     Release,
-    Reserve,
-    ReserveJob,
     ReserveWithTimeout,
-    Stats,
-    StatsJob,
-    StatsTube,
-    Touch,
-    Use,
-    Watch,
 )
 from shardq.protocol.replies import BAD_FORMAT, EXPECTED_CRLF, JOB_TOO_BIG, UNKNOWN_COMMAND
 
@@ -213,34 +198,32 @@ def _quit(line: bytes, pos: int) -> Command:
     return Quit()
 
 
+#: the parse rules that commands name in their ARGS (commands.py)
+_OWN_RULES: dict[str, Handler] = {
+    "put": _put,
+    "reserve-with-timeout": _reserve_with_timeout,
+    "release": _release,
+    "bury": _bury,
+    "kick": _kick,
+    "pause-tube": _pause_tube,
+    "quit": _quit,
+}
+
+
+def _rule(cls: type[Parsed]) -> Handler:
+    """The parse rule a command class declares (commands.py: ARGS)."""
+    kind = cls.ARGS
+    if kind == "none":
+        return _no_args(cast(Callable[[], Command], cls)())
+    if kind == "id":
+        return _one_id(cast(Callable[[int], Command], cls))
+    if kind == "tube":
+        return _one_tube(cast(Callable[[str], Command], cls))
+    return _OWN_RULES[kind]
+
+
 #: beanstalkd which_cmd: first prefix (strncmp) wins, in this order.
-COMMAND_TABLE: tuple[tuple[bytes, Handler], ...] = (
-    (b"put ", _put),
-    (b"peek ", _one_id(Peek)),
-    (b"peek-ready", _no_args(PeekReady())),
-    (b"peek-delayed", _no_args(PeekDelayed())),
-    (b"peek-buried", _no_args(PeekBuried())),
-    (b"reserve-with-timeout ", _reserve_with_timeout),
-    (b"reserve-job ", _one_id(ReserveJob)),
-    (b"reserve", _no_args(Reserve())),
-    (b"delete ", _one_id(Delete)),
-    (b"release ", _release),
-    (b"bury ", _bury),
-    (b"kick ", _kick),
-    (b"kick-job ", _one_id(KickJob)),
-    (b"touch ", _one_id(Touch)),
-    (b"stats-job ", _one_id(StatsJob)),
-    (b"stats-tube ", _one_tube(StatsTube)),
-    (b"stats", _no_args(Stats())),
-    (b"use ", _one_tube(Use)),
-    (b"watch ", _one_tube(Watch)),
-    (b"ignore ", _one_tube(Ignore)),
-    (b"list-tubes-watched", _no_args(ListTubesWatched())),
-    (b"list-tube-used", _no_args(ListTubeUsed())),
-    (b"list-tubes", _no_args(ListTubes())),
-    (b"quit", _quit),
-    (b"pause-tube", _pause_tube),
-)
+COMMAND_TABLE: tuple[tuple[bytes, Handler], ...] = tuple((cls.NAME, _rule(cls)) for cls in COMMANDS)
 
 
 def _index_by_first_byte(

@@ -7,6 +7,8 @@ be spelled differently in two places, and a reply's order cannot drift from the 
 
 from __future__ import annotations
 
+from shardq.protocol.commands import COMMANDS
+
 #: The per-state job counts that open `stats` and follow `name` in `stats-tube`.
 JOB_COUNT_KEYS = (
     "current-jobs-urgent",
@@ -16,8 +18,8 @@ JOB_COUNT_KEYS = (
     "current-jobs-buried",
 )
 
-#: The `cmd-*` counters of `stats`, in order: the acceptor counts the commands it parses.
-CMD_KEYS = (
+#: The `cmd-*` counters of `stats` that beanstalkd 1.12 has, in its order.
+BEANSTALKD_CMD_KEYS = (
     "cmd-put",
     "cmd-peek",
     "cmd-peek-ready",
@@ -40,6 +42,12 @@ CMD_KEYS = (
     "cmd-list-tube-used",
     "cmd-list-tubes-watched",
     "cmd-pause-tube",
+)
+
+#: The `cmd-*` counters of `stats`, in order: beanstalkd's, then those of commands it does
+#: not have (commands.py: STAT), in the order of COMMANDS.
+CMD_KEYS = BEANSTALKD_CMD_KEYS + tuple(
+    cls.STAT for cls in COMMANDS if cls.STAT is not None and cls.STAT not in BEANSTALKD_CMD_KEYS
 )
 
 #: The write-ahead log's counters (each shard's log reports them; 0 without a log).

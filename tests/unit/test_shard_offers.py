@@ -21,6 +21,7 @@ import zmq
 
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
+from shardq.processes import shard_ops as ops
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.protocol import proto
 
@@ -62,33 +63,33 @@ def peer(tmp_path: Path) -> Iterator[Peer]:
 
 
 def put(peer: Peer, job_id: int, tube: str = "t") -> list[Any]:
-    return peer.req(wire.PUT, WRITER, job_id, job_id, tube, 0, 0, 60, b"x")
+    return peer.req(ops.PUT, WRITER, job_id, job_id, tube, 0, 0, 60, b"x")
 
 
 def test_an_offer_made_in_the_batch_that_cancels_it_still_reaches_the_reserver(
     peer: Peer,
 ) -> None:
-    wait = peer.req(wire.RESERVE, READER, ["t"], None, None, True)
+    wait = peer.req(ops.RESERVE, READER, ["t"], None, None, True)
     assert peer.exchange(wait) == [[wait[1], WAITING]]
     job_put = put(peer, 5)
-    cancel = [wire.CANCEL, wait[1], READER]
+    cancel = [ops.CANCEL, wait[1], READER]
     answers = peer.exchange(job_put, cancel)
     kinds = [(a[0], a[1]) for a in answers]
     assert kinds == [(job_put[1], b"INSERTED 5\r\n"), (wait[1], OFFER), (wait[1], CANCELLED)]
     offer = answers[1]
     assert offer[3] == 5 and offer[-1] == READER
     # the reserver was gone: it declines, and the job is anyone's again
-    peer.exchange([wire.DECLINE, 0, READER, 5])
-    again = peer.req(wire.RESERVE, WRITER, ["t"], None, None, False)
+    peer.exchange([ops.DECLINE, 0, READER, 5])
+    again = peer.req(ops.RESERVE, WRITER, ["t"], None, None, False)
     (reply,) = peer.exchange(again)
     assert reply[2] == b"RESERVED 5 1\r\nx\r\n"
 
 
 def test_a_cancel_before_any_offer_leaves_the_job_ready(peer: Peer) -> None:
-    wait = peer.req(wire.RESERVE, READER, ["t"], None, None, True)
+    wait = peer.req(ops.RESERVE, READER, ["t"], None, None, True)
     peer.exchange(wait)
-    assert peer.exchange([wire.CANCEL, wait[1], READER]) == [[wait[1], CANCELLED]]
+    assert peer.exchange([ops.CANCEL, wait[1], READER]) == [[wait[1], CANCELLED]]
     job_put = put(peer, 6)
     assert peer.exchange(job_put) == [[job_put[1], b"INSERTED 6\r\n"]]
-    peek = peer.req(wire.PEEK_READY, WRITER, "t")
+    peek = peer.req(ops.PEEK_READY, WRITER, "t")
     assert peer.exchange(peek) == [[peek[1], proto.job_reply(b"FOUND", 6, b"x")]]

@@ -9,8 +9,8 @@ import selectors
 import socket
 from typing import TYPE_CHECKING
 
-from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
+from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
 from shardq.protocol import commands as c
@@ -82,7 +82,7 @@ def accept(self: Acceptor) -> None:
         self.conns[conn.id] = conn
         self.sel.register(sock, selectors.EVENT_READ, conn)
         self.request(
-            tube_shard("default", self.shard_count), wire.REF, conn, ["default", 1, 1], None
+            tube_shard("default", self.shard_count), ops.REF, conn, ["default", 1, 1], None
         )
 
 
@@ -148,10 +148,10 @@ def close(self: Acceptor, conn: Conn) -> None:
         self.inflight.pop(conn.waiting, None)
         conn.waiting = None
     for shard in conn.shards:
-        self.request(shard, wire.DISCONNECT, conn, [], None)
-    self.request(self.shard_of(conn.use), wire.REF, conn, [conn.use, -1, 0], None)
+        self.request(shard, ops.DISCONNECT, conn, [], None)
+    self.request(self.shard_of(conn.use), ops.REF, conn, [conn.use, -1, 0], None)
     for tube in conn.watch:
-        self.request(self.shard_of(tube), wire.REF, conn, [tube, 0, -1], None)
+        self.request(self.shard_of(tube), ops.REF, conn, [tube, 0, -1], None)
 
 
 def dispatch(self: Acceptor, conn: Conn, cmd: c.Command) -> None:

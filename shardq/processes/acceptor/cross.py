@@ -7,10 +7,10 @@ import heapq
 import time
 from typing import TYPE_CHECKING, Any
 
-from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
 from shardq.engine.job import NS
-from shardq.engine.reserve import Offer, Reserved
+from shardq.engine.reserve import Offer
+from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import CLOSED, LOCAL, Conn, CrossReserve
 from shardq.protocol import proto
 
@@ -34,7 +34,7 @@ def do_reserve(self: Acceptor, conn: Conn, timeout: int | None) -> None:
         if shard == self.hosted_index and not self.outq.get(shard):
             self.reserve_hosted(conn, args, now)
             return
-        conn.waiting = self.request(shard, wire.RESERVE, conn, args, self.on_reserved)
+        conn.waiting = self.request(shard, ops.RESERVE, conn, args, self.on_reserved)
         return
     cross = CrossReserve(conn)
     cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
@@ -42,7 +42,7 @@ def do_reserve(self: Acceptor, conn: Conn, timeout: int | None) -> None:
         cross.expire_at, cross.reply = soon_at, proto.DEADLINE_SOON
     conn.waiting = cross
     for shard, tubes in by_shard.items():
-        rid = self.request(shard, wire.RESERVE, conn, [tubes, None, None, True], None)
+        rid = self.request(shard, ops.RESERVE, conn, [tubes, None, None, True], None)
         cross.rids[rid] = shard
         cross.tubes[rid] = tubes
         cross.live.add(rid)
@@ -55,7 +55,7 @@ def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> Non
     assert self.hosted is not None
     rid = self.next_rid
     self.next_rid += 1
-    reply = self.hosted.core.handle(LOCAL, [wire.RESERVE, rid, conn.id, *args], now)
+    reply = self.hosted.core.handle(LOCAL, [ops.RESERVE, rid, conn.id, *args], now)
     if reply is None:
         self.pending[rid] = (conn, self.on_reserved)
         conn.waiting = rid
@@ -66,9 +66,11 @@ def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> Non
 def on_reserved(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
     conn.waiting = None
     if payload[0] == RESERVED:
-        got = Reserved._make(payload)
-        conn.reserved[got.job_id] = got.deadline
-    self.reply(conn, payload[1])  # the reply bytes, whatever the kind
+        _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
+        conn.reserved[job_id] = deadline
+        self.reply(conn, reply)
+        return
+    self.reply(conn, payload[1])  # FINAL: the reply bytes
 
 
 def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
@@ -78,7 +80,7 @@ def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) 
     if kind == OFFER:
         offer = Offer._make(payload)
         if cross.done:
-            self.request(cross.rids[rid], wire.DECLINE, cross.conn, [offer.job_id], None)
+            self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
         else:
             cross.offers.append((rid, offer))
     if kind in (OFFER, WAITING):
@@ -102,7 +104,7 @@ def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
     if cross.offers:
         best_rid, best = min(cross.offers, key=offer_order)
         cross.offers.remove((best_rid, best))
-        self.request(cross.rids[best_rid], wire.ACCEPT, cross.conn, [best.job_id], None)
+        self.request(cross.rids[best_rid], ops.ACCEPT, cross.conn, [best.job_id], None)
         cross.conn.reserved[best.job_id] = time.monotonic_ns() + best.ttr  # TTR starts now
         self.finish_cross(cross, best.reply)
         return
@@ -116,7 +118,7 @@ def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
 def finish_cross(self: Acceptor, cross: CrossReserve, reply: bytes | None) -> None:
     cross.done = True
     for rid, offer in cross.offers:  # collected, never settled: each goes back to its place
-        self.request(cross.rids[rid], wire.DECLINE, cross.conn, [offer.job_id], None)
+        self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
     cross.offers.clear()
     for rid in cross.live:
         if rid in self.cross:
@@ -149,5 +151,5 @@ def reask_offers(self: Acceptor, target: int) -> None:
             cross.offers.remove((rid, offer))
             cross.answered.discard(rid)
             cross.live.add(rid)
-            req = [wire.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
+            req = [ops.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
             self.inflight[rid] = (target, req)  # resent below with the other requests

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
 from shardq.engine.engine import RESERVED
+from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, Conn, Done
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -89,7 +90,7 @@ def put_with_id(self: Acceptor, conn: Conn, cmd: c.Put, shard: int, job_id: int)
         self.reply(conn, proto.DRAINING)
     elif conn.phase is not CLOSED:
         args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
-        self.call(conn, shard, wire.PUT, args, self.reply_first)
+        self.call(conn, shard, ops.PUT, args, self.reply_first)
 
 
 def put_stamp(self: Acceptor) -> int:
@@ -110,7 +111,7 @@ def do_reserve_job(self: Acceptor, conn: Conn, cmd: c.ReserveJob) -> None:
     shard = self.job_shard(cmd.id)
     if shard is not None:
         conn.shards.add(shard)
-    self.by_id(conn, wire.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
+    self.by_id(conn, ops.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
 
 
 def on_reserved_job(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
@@ -138,11 +139,11 @@ def do_use(self: Acceptor, conn: Conn, cmd: c.Use) -> None:
     if old == cmd.tube:
         self.reply(conn, proto.using(cmd.tube))
         return
-    self.request(self.shard_of(old), wire.REF, conn, [old, -1, 0], None)
+    self.request(self.shard_of(old), ops.REF, conn, [old, -1, 0], None)
     self.forward(
         conn,
         self.shard_of(cmd.tube),
-        wire.REF,
+        ops.REF,
         [cmd.tube, 1, 0],
         lambda k, p: self.reply(k, proto.using(cmd.tube)),
     )
@@ -154,7 +155,7 @@ def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
         return
     conn.watch.append(cmd.tube)
     done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
-    self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, 1], done)
+    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, 1], done)
 
 
 def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
@@ -168,7 +169,7 @@ def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
     conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
     conn.watch.pop()
     done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
-    self.forward(conn, self.shard_of(cmd.tube), wire.REF, [cmd.tube, 0, -1], done)
+    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, -1], done)
 
 
 def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
@@ -191,49 +192,26 @@ def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
     self.forward(conn, COORDINATOR, wire.STATS, [fields])
 
 
-#: command class -> the `cmd-*` stats counter it bumps
-STAT_KEYS: dict[type, str] = {
-    c.Put: "cmd-put",
-    c.Peek: "cmd-peek",
-    c.PeekReady: "cmd-peek-ready",
-    c.PeekDelayed: "cmd-peek-delayed",
-    c.PeekBuried: "cmd-peek-buried",
-    c.Reserve: "cmd-reserve",
-    c.ReserveWithTimeout: "cmd-reserve-with-timeout",
-    c.Delete: "cmd-delete",
-    c.Release: "cmd-release",
-    c.Use: "cmd-use",
-    c.Watch: "cmd-watch",
-    c.Ignore: "cmd-ignore",
-    c.Bury: "cmd-bury",
-    c.Kick: "cmd-kick",
-    c.Touch: "cmd-touch",
-    c.Stats: "cmd-stats",
-    c.StatsJob: "cmd-stats-job",
-    c.StatsTube: "cmd-stats-tube",
-    c.ListTubes: "cmd-list-tubes",
-    c.ListTubeUsed: "cmd-list-tube-used",
-    c.ListTubesWatched: "cmd-list-tubes-watched",
-    c.PauseTube: "cmd-pause-tube",
-}
+#: command class -> the `cmd-*` stats counter it bumps (commands.py: STAT)
+STAT_KEYS: dict[type, str] = {cls: cls.STAT for cls in c.COMMANDS if cls.STAT is not None}
 
 #: shard ops answered at once and in order: a connection may pipeline them
 PIPELINED = frozenset(
     {
-        wire.PUT,
-        wire.DELETE,
-        wire.RELEASE,
-        wire.BURY,
-        wire.TOUCH,
-        wire.PEEK,
-        wire.KICK_JOB,
-        wire.STATS_JOB,
-        wire.PEEK_READY,
-        wire.PEEK_DELAYED,
-        wire.PEEK_BURIED,
-        wire.KICK,
-        wire.STATS_TUBE,
-        wire.PAUSE_TUBE,
+        ops.PUT,
+        ops.DELETE,
+        ops.RELEASE,
+        ops.BURY,
+        ops.TOUCH,
+        ops.PEEK,
+        ops.KICK_JOB,
+        ops.STATS_JOB,
+        ops.PEEK_READY,
+        ops.PEEK_DELAYED,
+        ops.PEEK_BURIED,
+        ops.KICK,
+        ops.STATS_TUBE,
+        ops.PAUSE_TUBE,
     }
 )
 BY_ID = (c.Delete, c.Release, c.Bury, c.Touch, c.Peek, c.KickJob, c.StatsJob)
@@ -249,55 +227,55 @@ def on_reserve_with_timeout(a: Acceptor, conn: Conn, cmd: c.ReserveWithTimeout) 
 
 
 def on_delete(a: Acceptor, conn: Conn, cmd: c.Delete) -> None:
-    a.by_id(conn, wire.DELETE, cmd.id, [], a.forget(cmd.id))
+    a.by_id(conn, ops.DELETE, cmd.id, [], a.forget(cmd.id))
 
 
 def on_release(a: Acceptor, conn: Conn, cmd: c.Release) -> None:
-    a.by_id(conn, wire.RELEASE, cmd.id, [cmd.pri, cmd.delay], a.forget(cmd.id))
+    a.by_id(conn, ops.RELEASE, cmd.id, [cmd.pri, cmd.delay], a.forget(cmd.id))
 
 
 def on_bury(a: Acceptor, conn: Conn, cmd: c.Bury) -> None:
-    a.by_id(conn, wire.BURY, cmd.id, [cmd.pri], a.forget(cmd.id))
+    a.by_id(conn, ops.BURY, cmd.id, [cmd.pri], a.forget(cmd.id))
 
 
 def on_touch(a: Acceptor, conn: Conn, cmd: c.Touch) -> None:
-    a.by_id(conn, wire.TOUCH, cmd.id, [], a.on_touched(cmd.id))
+    a.by_id(conn, ops.TOUCH, cmd.id, [], a.on_touched(cmd.id))
 
 
 def on_peek(a: Acceptor, conn: Conn, cmd: c.Peek) -> None:
-    a.by_id(conn, wire.PEEK, cmd.id, [])
+    a.by_id(conn, ops.PEEK, cmd.id, [])
 
 
 def on_kick_job(a: Acceptor, conn: Conn, cmd: c.KickJob) -> None:
-    a.by_id(conn, wire.KICK_JOB, cmd.id, [])
+    a.by_id(conn, ops.KICK_JOB, cmd.id, [])
 
 
 def on_stats_job(a: Acceptor, conn: Conn, cmd: c.StatsJob) -> None:
-    a.by_id(conn, wire.STATS_JOB, cmd.id, [])
+    a.by_id(conn, ops.STATS_JOB, cmd.id, [])
 
 
 def on_peek_ready(a: Acceptor, conn: Conn, cmd: c.PeekReady) -> None:
-    a.forward(conn, a.shard_of(conn.use), wire.PEEK_READY, [conn.use])
+    a.forward(conn, a.shard_of(conn.use), ops.PEEK_READY, [conn.use])
 
 
 def on_peek_delayed(a: Acceptor, conn: Conn, cmd: c.PeekDelayed) -> None:
-    a.forward(conn, a.shard_of(conn.use), wire.PEEK_DELAYED, [conn.use])
+    a.forward(conn, a.shard_of(conn.use), ops.PEEK_DELAYED, [conn.use])
 
 
 def on_peek_buried(a: Acceptor, conn: Conn, cmd: c.PeekBuried) -> None:
-    a.forward(conn, a.shard_of(conn.use), wire.PEEK_BURIED, [conn.use])
+    a.forward(conn, a.shard_of(conn.use), ops.PEEK_BURIED, [conn.use])
 
 
 def on_kick(a: Acceptor, conn: Conn, cmd: c.Kick) -> None:
-    a.forward(conn, a.shard_of(conn.use), wire.KICK, [conn.use, cmd.bound])
+    a.forward(conn, a.shard_of(conn.use), ops.KICK, [conn.use, cmd.bound])
 
 
 def on_stats_tube(a: Acceptor, conn: Conn, cmd: c.StatsTube) -> None:
-    a.forward(conn, a.shard_of(cmd.tube), wire.STATS_TUBE, [cmd.tube])
+    a.forward(conn, a.shard_of(cmd.tube), ops.STATS_TUBE, [cmd.tube])
 
 
 def on_pause_tube(a: Acceptor, conn: Conn, cmd: c.PauseTube) -> None:
-    a.forward(conn, a.shard_of(cmd.tube), wire.PAUSE_TUBE, [cmd.tube, cmd.delay])
+    a.forward(conn, a.shard_of(cmd.tube), ops.PAUSE_TUBE, [cmd.tube, cmd.delay])
 
 
 def on_list_tubes(a: Acceptor, conn: Conn, cmd: c.ListTubes) -> None:

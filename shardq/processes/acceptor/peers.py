@@ -13,6 +13,7 @@ import zmq
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
+from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.acceptor.handlers import PIPELINED
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 NO_REPLY = frozenset(
-    {wire.ACCEPT, wire.DECLINE, wire.DISCONNECT, wire.REASSERT, wire.RESET}
+    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET}
 )  #: fire-and-forget ops
 
 
@@ -39,7 +40,7 @@ def request(
     if done is not None and conn is not None:
         self.pending[rid] = (conn, done)
     req = [op, rid, conn.id if conn else 0, *args]
-    if op not in NO_REPLY and (op != wire.REF or done is not None):
+    if op not in NO_REPLY and (op != ops.REF or done is not None):
         self.inflight[rid] = (target, req)  # resent if the target restarts
     self.outq.setdefault(target, []).append(req)
     return rid
@@ -47,7 +48,7 @@ def request(
 
 def cancel(self: Acceptor, target: int, rid: int, conn: Conn) -> None:
     """Withdraw a cross-shard waiter; the CANCELLED answer says no offer can follow."""
-    req = [wire.CANCEL, rid, conn.id]
+    req = [ops.CANCEL, rid, conn.id]
     self.inflight[rid] = (target, req)
     self.outq.setdefault(target, []).append(req)
 
@@ -102,7 +103,7 @@ def on_monitor(self: Acceptor, target: int, event: int) -> None:
     if target in self.seen_up:
         self.resync(target)
     elif target != COORDINATOR:  # first contact: drop what a previous acceptor left there
-        self.outq.setdefault(target, []).insert(0, [wire.RESET, 0, 0])
+        self.outq.setdefault(target, []).insert(0, [ops.RESET, 0, 0])
     else:
         rid = self.request(COORDINATOR, wire.BLOCKS, None, [], None)
         self.pending[rid] = (None, lambda _c, p: self.on_blocks(p[0]))
@@ -135,10 +136,10 @@ def resent(self: Acceptor, req: list[Any]) -> list[Any]:
     """A request as it is sent again to a restarted process (its first try may have
     reached the log): references are already restored, and a delete or bury of a job
     the connection held is marked so the shard can tell "done before" from "not found"."""
-    if req[0] == wire.REF:
-        return [wire.REF, req[1], req[2], req[3], 0, 0]
+    if req[0] == ops.REF:
+        return [ops.REF, req[1], req[2], req[3], 0, 0]
     conn = self.conns.get(req[2])
-    if req[0] in (wire.DELETE, wire.BURY) and conn is not None and req[3] in conn.reserved:
+    if req[0] in (ops.DELETE, ops.BURY) and conn is not None and req[3] in conn.reserved:
         return [*req, True]
     return req
 
@@ -154,12 +155,12 @@ def resync(self: Acceptor, target: int) -> None:
                 counts.setdefault(tube, [0, 0])[1] += 1
         for tube, (using, watching) in counts.items():
             if self.shard_of(tube) == target:
-                refs.append([wire.REF, 0, 0, tube, using, watching])
+                refs.append([ops.REF, 0, 0, tube, using, watching])
         now = time.monotonic_ns()
         for conn in self.conns.values():
             for job_id, deadline in conn.reserved.items():
                 if deadline >= now and self.job_shard(job_id) == target:
-                    refs.append([wire.REASSERT, 0, conn.id, job_id, deadline])
+                    refs.append([ops.REASSERT, 0, conn.id, job_id, deadline])
     self.reask_offers(target)
     resend = []
     for rid, (t, req) in sorted(self.inflight.items()):
@@ -215,4 +216,4 @@ def decline_stray(self: Acceptor, offer: list[Any]) -> None:
     job_id, conn_id = got.job_id, got.conn
     shard = self.job_shard(job_id)
     if shard is not None:
-        self.outq.setdefault(shard, []).append([wire.DECLINE, 0, conn_id, job_id])
+        self.outq.setdefault(shard, []).append([ops.DECLINE, 0, conn_id, job_id])
