@@ -42,6 +42,7 @@ FLAGS = {
     "run_dir": "--run-dir",
     "events_dir": "--events",
     "colocate": "--no-colocate",
+    "poll_us": "--poll-us",
 }
 
 app = typer.Typer(
@@ -154,6 +155,15 @@ def serve(
             "--no-colocate", help="Run shard 0 in its own process, not inside the acceptor."
         ),
     ] = False,
+    poll_us: Annotated[
+        str | None,
+        typer.Option(
+            "--poll-us",
+            metavar="US",
+            help="After a busy turn with at most 4 clients, poll this many µs before "
+            "sleeping; 0 = never [100].",
+        ),
+    ] = None,
     version: VersionOption = False,
 ) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
@@ -167,6 +177,7 @@ def serve(
         "shards": shards,
         "run_dir": run_dir,
         "events_dir": events_dir,
+        "poll_us": poll_us,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

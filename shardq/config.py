@@ -19,6 +19,7 @@ YAML layout::
     max_job_size: 65535
     shards: 4              # omitted -> half the cores
     colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
+    poll_us: 100           # after a busy turn, poll this long before sleeping (0: never)
     verbose: 0
     run_dir: null          # null -> a fresh temporary directory
     server: myhost         # omitted -> hostname
@@ -46,6 +47,7 @@ import yaml
 JOB_SIZE_LIMIT_MAX = 1_073_741_824
 #: Upper bound for --shards: job ids and routing tables assume a small fixed shard count.
 MAX_SHARDS = 64
+MAX_POLL_US = 10_000  #: poll_us above this would only burn CPU
 
 
 def _default_shards() -> int:
@@ -72,6 +74,7 @@ class Config:
     segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
     events_dir: str | None = None  # --events DIR; job event log for `shardq analyze`; None = off
     colocate: bool = True  # --no-colocate; the acceptor hosts shard 0 (see docs/ARCHITECTURE.md)
+    poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
 
 
 class ConfigError(Exception):
@@ -171,6 +174,11 @@ def _max_job_size(where: str, value: Any, from_flag: bool) -> int:
     return size
 
 
+def _poll_us(where: str, value: Any, from_flag: bool) -> int:
+    """Microseconds of polling, 0 (off) to 10000."""
+    return _int(where, value, 0, MAX_POLL_US, from_flag)
+
+
 Validator = Callable[[str, Any, bool], Any]
 
 #: Config field -> (YAML key path, validator). The YAML path is what error messages name.
@@ -187,6 +195,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "segment_bytes": ("wal.segment_bytes", _positive),
     "events_dir": ("events.dir", _path),
     "colocate": ("colocate", _bool),
+    "poll_us": ("poll_us", _poll_us),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
 SECTIONS = ("wal", "events")

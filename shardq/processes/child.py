@@ -119,6 +119,7 @@ def parser() -> argparse.ArgumentParser:
     _add_common(acceptor)
     acceptor.add_argument("--listen-fd", type=int, required=True)
     acceptor.add_argument("--max-job-size", type=int, required=True)
+    acceptor.add_argument("--poll-us", type=int, default=100, help="0: never poll")
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
@@ -173,6 +174,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
         args.ready_fd,
         args.draining,
         hosted,
+        args.poll_us,
     )
 
 

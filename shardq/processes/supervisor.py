@@ -156,6 +156,7 @@ class Supervisor:
             "acceptor",
             listen_fd=self.listener.fileno(),
             max_job_size=self.config.max_job_size,
+            poll_us=self.config.poll_us,
             ready_fd=ready_fd,
             host=hosted,
             **self.common_options(),

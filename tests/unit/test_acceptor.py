@@ -9,6 +9,7 @@ leasing, cross-shard reserve settling and the per-command guard are tested as pl
 from __future__ import annotations
 
 import logging
+import selectors
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +205,48 @@ def test_an_offer_nobody_tracks_is_declined(two_shards: Acceptor) -> None:
 
 def test_every_command_counter_is_a_stats_key() -> None:
     assert set(handlers.STAT_KEYS.values()) == set(CMD_KEYS)
+
+
+# --------------------------------------------------------------------------- short polling
+
+
+def test_a_poll_that_catches_nothing_backs_off_and_a_catch_resets_it(acceptor: Acceptor) -> None:
+    acceptor.sel = selectors.DefaultSelector()  # only the sockets of this test
+    acceptor.spin_s = 1e-4
+    skipped = []
+    for _ in range(4):  # nothing ever arrives: windows of 1, 2, 4 turns are sat out
+        assert acceptor.poll_briefly() == []
+        skipped.append(acceptor.spin_skip)
+        while acceptor.spin_skip:
+            assert acceptor.poll_briefly() == []  # sat out: no polling at all
+    assert skipped == [1, 2, 4, 8]
+    mine, theirs = socket.socketpair()
+    k = Conn(1, mine, 65535)
+    acceptor.sel.register(mine, selectors.EVENT_READ, k)
+    theirs.sendall(b"stats\r\n")
+    assert acceptor.poll_briefly()  # caught: the back-off starts again from 1
+    assert acceptor.spin_backoff == 1 and acceptor.spin_skip == 0
+    acceptor.sel.unregister(mine)
+    mine.close()
+    theirs.close()
+
+
+def test_poll_us_0_never_polls(acceptor: Acceptor) -> None:
+    acceptor.sel = selectors.DefaultSelector()  # only the sockets of this test
+    acceptor.spin_s = 0
+    acceptor.worked = True
+    mine, theirs = socket.socketpair()
+    acceptor.sel.register(mine, selectors.EVENT_READ, Conn(1, mine, 65535))
+    calls = []
+
+    def polled() -> list:
+        calls.append(1)
+        return []
+
+    acceptor.poll_briefly = polled  # type: ignore[method-assign]
+    theirs.sendall(b"x")
+    acceptor.turn()
+    assert calls == []
+    acceptor.sel.unregister(mine)
+    mine.close()
+    theirs.close()

@@ -47,6 +47,7 @@ port: 0
 max_job_size: 1024
 shards: 3
 colocate: false
+poll_us: 0
 verbose: 2
 run_dir: /tmp/run
 server: queue-1
@@ -61,6 +62,7 @@ wal:
         max_job_size=1024,
         shards=3,
         colocate=False,
+        poll_us=0,
         verbose=2,
         run_dir="/tmp/run",
         server_id="queue-1",
@@ -129,6 +131,9 @@ def test_fsync_forms_from_flags(value, expected):
         ("wal: {fsync: '50'}", "wal.fsync"),
         ("wal: {segment_bytes: 0}", "wal.segment_bytes"),
         ("colocate: 1", "colocate"),
+        ("poll_us: -1", "poll_us"),
+        ("poll_us: 10001", "poll_us"),
+        ("poll_us: fast", "poll_us"),
         ("colocate: 'yes please'", "colocate"),
     ],
 )

@@ -46,8 +46,8 @@ from shardq.protocol.stats_keys import CMD_KEYS
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
-SPIN_S = 100e-6  #: how long poll_briefly polls before sleeping (measured: docs/BENCHMARKS.md)
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
+SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
 class Acceptor:
@@ -175,6 +175,9 @@ class Acceptor:
         self.last_stamp = 0
         self.retry_soon = False
         self.worked = False  # the last turn had something to do (see poll_briefly)
+        self.spin_s = 100e-6  # poll_us: how long poll_briefly polls (0: never)
+        self.spin_skip = 0  # busy turns poll_briefly still sits out after a miss
+        self.spin_backoff = 1  # how many turns the next miss makes it sit out
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
         self.blocks_loaded = False
         self.serving = False  # accepting clients: only once the id-block table is loaded
@@ -199,7 +202,7 @@ class Acceptor:
             else:
                 self.touched.discard(s)  # its fd fires when anything arrives
         events = None
-        if timeout and self.worked and len(self.conns) <= SPIN_MAX_CONNS:
+        if timeout and self.worked and self.spin_s and len(self.conns) <= SPIN_MAX_CONNS:
             events = self.poll_briefly()
         if not events:
             events = self.sel.select(timeout)
@@ -225,14 +228,25 @@ class Acceptor:
         self.flush_output()
 
     def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
-        """Poll without sleeping for up to SPIN_S after a turn that did work. A client that
-        waits for each answer sends its next command within tens of µs; catching it awake
-        is cheaper than sleeping in epoll and being woken. Only with few connections: with
-        many there is nearly always input, and the other core belongs to the clients."""
-        until = time.monotonic() + SPIN_S
+        """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
+        client that waits for each answer sends its next command within tens of µs;
+        catching it awake is cheaper than sleeping in epoll and being woken. Only with few
+        connections: with many there is nearly always input, and the other core belongs to
+        the clients. Adaptive: a poll that catches nothing makes the next 1, 2, 4 … 64 busy
+        turns sleep at once, so a client that thinks between commands costs at most one
+        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it."""
+        if self.spin_skip:
+            self.spin_skip -= 1
+            return []
+        until = time.monotonic() + self.spin_s
         while True:
             events = self.sel.select(0)
-            if events or time.monotonic() >= until:
+            if events:
+                self.spin_backoff = 1
+                return events
+            if time.monotonic() >= until:
+                self.spin_skip = self.spin_backoff
+                self.spin_backoff = min(2 * self.spin_backoff, SPIN_MAX_SKIP)
                 return events
 
     def run_hosted(self, server: ShardServer) -> None:
@@ -294,10 +308,12 @@ def main(
     ready_fd: int,
     draining: bool,
     hosted: ShardCore | None = None,
+    poll_us: int = 100,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size, hosted)
+    acceptor.spin_s = poll_us / 1e6
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
 
