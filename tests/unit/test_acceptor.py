@@ -21,7 +21,7 @@ from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor import handlers
-from shardq.processes.acceptor.conn import BUSY, COORDINATOR, Conn
+from shardq.processes.acceptor.conn import BUSY, CLOSED, COORDINATOR, Conn
 from shardq.processes.acceptor.loop import Acceptor
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -250,3 +250,21 @@ def test_poll_us_0_never_polls(acceptor: Acceptor) -> None:
     acceptor.sel.unregister(mine)
     mine.close()
     theirs.close()
+
+
+def test_a_lease_that_arrives_after_its_put_s_connection_closed_resumes_the_others(
+    acceptor: Acceptor,
+) -> None:
+    """Found by the randomized checker: a put waiting for an id on a connection that closed
+    raised when the lease came, and the puts of other connections waiting for the same lease
+    were never resumed."""
+    gone, alive = conn(acceptor, 1), conn(acceptor, 2)
+    acceptor.dispatch(gone, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
+    acceptor.dispatch(alive, c.Put(pri=0, delay=0, ttr=60, body=b"y"))
+    assert gone.phase is BUSY and alive.phase is BUSY  # both wait for the first block
+    acceptor.close(gone)
+    lease = [r for r in sent(acceptor, COORDINATOR) if r[0] == wire.LEASE][0]
+    acceptor.on_replies([[lease[1], 0]])
+    puts = [r for r in sent(acceptor, 0) if r[0] == ops.PUT]
+    assert [(p[2], p[-1]) for p in puts] == [(2, b"y")]  # only the live connection's put
+    assert gone.phase is CLOSED

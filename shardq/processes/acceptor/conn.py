@@ -46,6 +46,10 @@ STEPS: dict[tuple[Phase, str], Phase] = {
     (IDLE, "finish"): CLOSING,  # quit, or end of input with nothing in flight
     (CLOSING, "finish"): CLOSING,
     **{(phase, "close"): CLOSED for phase in Phase},  # gone: its socket is closed
+    # closed is final: what was under way for it when it went (a put waiting for an id, an
+    # answer on its way) still arrives, and moves nothing
+    **{(CLOSED, event): CLOSED for event in ("call", "pipe", "drained", "resume", "answer")},
+    (CLOSED, "finish"): CLOSED,
 }
 
 
