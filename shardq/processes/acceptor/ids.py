@@ -70,7 +70,10 @@ def on_lease(self: Acceptor, shard: int, block: int) -> None:
     self.blocks[block] = shard
     self.spare.setdefault(shard, []).append(block_ids(block))  # blocks come in order
     for resume in self.lease_waiters.pop(shard, []):
-        resume()
+        try:
+            resume()
+        except Exception:  # one put that fails must not leave the others waiting forever
+            self.internal_error(None, f"a put resumed by the lease of block {block}")
 
 
 def job_shard(self: Acceptor, job_id: int) -> int | None:
