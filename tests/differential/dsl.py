@@ -24,7 +24,7 @@ concatenated. It is checked on the oracle side only: it records what the live
 beanstalkd 1.12 was seen to answer, and fails loudly if the oracle ever
 disagrees. The differential comparison itself needs no ``want``.
 
-Normalisation is deliberately narrow (see :func:`normalise_unit`): job ids,
+Normalisation (normalise.py) is deliberately narrow (see :func:`normalise_unit`): job ids,
 process/time-dependent stats values, YAML string quoting and the ``OK <n>``
 byte count of YAML bodies (which is checked against the body on each side
 separately). Everything else must match byte for byte, in order.
@@ -42,50 +42,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import (
-    READ_DEADLINE,
-    connect,
-    expect_eof,
-    expect_silence,
-    read_replies,
-    send,
-)
+from helpers import READ_DEADLINE, connect, expect_eof, expect_silence, read_replies, send
 
-#: Stats keys whose values depend on the process, the host, the clock or the binlog.
-IGNORED_KEYS = frozenset(
-    {
-        "pid",
-        "uptime",
-        "rusage-utime",
-        "rusage-stime",
-        "hostname",
-        "os",
-        "platform",
-        "version",
-        "age",
-        "time-left",
-        "pause-time-left",
-        "binlog-oldest-index",
-        "binlog-current-index",
-        "binlog-records-migrated",
-        "binlog-records-written",
-        "binlog-max-size",
-        # stats `id` is random per process; stats-job `id` is a job id and is mapped instead.
-        "id",
-        # stats-job `file`: the binlog file holding the job (0 without a binlog).
-        "file",
-    }
-)
+from .normalise import IGNORED_KEYS, IdMap, job_id_in, normalise_unit
+
 #: Connection counters, ignored only by sessions where closing makes them racy.
 RACY_CONNECTION_KEYS = frozenset(
     {"total-connections", "current-connections", "current-producers", "current-workers"}
 )
 SHARD_COUNTS = (1, 4)
-
-_ID_LINE = re.compile(rb"^(INSERTED|BURIED) (\d+)\r\n$")
-_JOB_HEADER = re.compile(rb"^(RESERVED|FOUND) (\d+) (\d+)\r\n")
-_OK_HEADER = re.compile(rb"^OK (\d+)\r\n")
-_TEMPLATE = re.compile(rb"\{([A-Za-z_]\w*)([+-]\d+)?\}")
 
 
 # --------------------------------------------------------------------------- steps
@@ -190,91 +155,13 @@ def session(
 A, B, C, D, E = (Conn(x) for x in "ABCDE")
 
 
-# --------------------------------------------------------------------------- normalisation
+NF = b"NOT_FOUND\r\n"
 
 
-@dataclass
-class IdMap:
-    """Job id <-> symbolic name, for one server."""
-
-    by_name: dict[str, int] = field(default_factory=dict)
-    by_id: dict[int, str] = field(default_factory=dict)
-
-    def name_of(self, job_id: int) -> str:
-        if job_id not in self.by_id:
-            self.by_id[job_id] = f"#{len(self.by_id) + 1}"
-        return self.by_id[job_id]
-
-    def bind(self, name: str, job_id: int) -> None:
-        self.by_name[name] = job_id
-        self.by_id.setdefault(job_id, name)
-
-    def token(self, job_id: int) -> bytes:
-        return b"{" + self.name_of(job_id).encode() + b"}"
-
-    def expand(self, template: bytes) -> bytes:
-        def sub(m: re.Match[bytes]) -> bytes:
-            name = m.group(1).decode()
-            if name not in self.by_name:
-                raise KeyError(f"unbound job name {{{name}}}")
-            return str(self.by_name[name] + int(m.group(2) or 0)).encode()
-
-        return _TEMPLATE.sub(sub, template)
-
-
-def _unquote(value: bytes) -> bytes:
-    if len(value) >= 2 and value[:1] == b'"' and value[-1:] == b'"':
-        return value[1:-1].replace(b'\\"', b'"').replace(b"\\\\", b"\\")
-    return value
-
-
-def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | None:
-    """Normalise a YAML stats/list body (without its final CRLF), or None if not YAML."""
-    lines = body.split(b"\n")
-    if len(lines) < 2 or lines[0] != b"---" or lines[-1] != b"":
-        return None
-    out = [b"---"]
-    is_job = lines[1].startswith(b"id: ")
-    for line in lines[1:-1]:
-        if line.startswith(b"- "):
-            out.append(b"- " + _unquote(line[2:]))
-            continue
-        key, sep, value = line.partition(b": ")
-        if not sep:
-            out.append(line)
-            continue
-        value = _unquote(value)
-        k = key.decode(errors="replace")
-        if k == "id" and is_job and value.isdigit():
-            value = ids.token(int(value))
-        elif k in ignore:
-            value = b"<ignored>"
-        out.append(key + b": " + value)
-    return b"\n".join(out) + b"\n"
-
-
-def normalise_unit(unit: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes:
-    """Replace job ids, ignored stats values, YAML quoting and YAML byte counts."""
-    m = _ID_LINE.match(unit)
-    if m:
-        return m.group(1) + b" " + ids.token(int(m.group(2))) + b"\r\n"
-    m = _JOB_HEADER.match(unit)
-    if m:
-        head = m.group(1) + b" " + ids.token(int(m.group(2))) + b" " + m.group(3)
-        return head + unit[m.end() - 2 :]
-    m = _OK_HEADER.match(unit)
-    if m:
-        body, tail = unit[m.end() : -2], unit[-2:]
-        yaml = _normalise_yaml(body, ids, ignore)
-        if yaml is not None:
-            count = b"<n>" if int(m.group(1)) == len(body) and tail == b"\r\n" else b"<BAD COUNT>"
-            return b"OK " + count + b"\r\n" + yaml + tail
-    return unit
-
-
-def _ids_in(unit: bytes) -> int | None:
-    m = _ID_LINE.match(unit) or _JOB_HEADER.match(unit)
-    return int(m.group(2)) if m else None
+def put(conn, name: str, pri: int = 0, delay: int = 0, ttr: int = 60, body: bytes = b"x"):
+    """A put on ``conn`` that binds the new job's id as ``name``."""
+    line = b"put %d %d %d %d\r\n" % (pri, delay, ttr, len(body))
+    return conn(line + body + b"\r\n", bind=name, want=b"INSERTED {%s}\r\n" % name.encode())
 
 
 # --------------------------------------------------------------------------- running
@@ -361,7 +248,7 @@ def _run_step(
         names = list(step.bind)
         got = []
         for unit in units:
-            job_id = _ids_in(unit)
+            job_id = job_id_in(unit)
             if job_id is not None and names:
                 bound = names.pop(0)
                 if bound is not None:

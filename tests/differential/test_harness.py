@@ -16,7 +16,7 @@ from helpers import (
     read_replies,
 )
 
-from .dsl import IGNORED_KEYS, IdMap, normalise_unit
+from .normalise import IGNORED_KEYS, IdMap, normalise_unit
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """stats, stats-tube, stats-job and list-* replies: key order, values and counters.
 
 Values that depend on the process, the clock or the binlog are normalised away
-(see dsl.IGNORED_KEYS); everything else, including key order, must match.
+(see normalise.IGNORED_KEYS); everything else, including key order, must match.
 """
 
 from __future__ import annotations

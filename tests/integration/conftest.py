@@ -8,6 +8,9 @@ directory, so anything the server leaves behind is visible to the test.
 
 Children are found by scanning ``/proc`` with ``shardq.bench.procs`` (the
 bench's and tools' code too).
+
+The greenstalk client tests (test_greenstalk*.py) get a shardq port, with 1 and with 4
+shards, and greenstalk clients on it: ``port``, ``connect`` and ``client``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import greenstalk
 import pytest
 from helpers import REPO_ROOT
 
@@ -164,3 +168,33 @@ def shardq_launch(tmp_path: Path) -> Callable[..., Launched]:
         return launch(tmp_path, shards, extra, port)
 
     return start
+
+
+# --------------------------------------------------------------------------- greenstalk
+
+
+@pytest.fixture(params=[1, 4], ids=["1shard", "4shards"])
+def port(request, start_shardq) -> int:
+    return start_shardq(request.param)
+
+
+@pytest.fixture
+def connect(port):
+    """Factory of greenstalk clients (bytes bodies), all closed at teardown."""
+    clients: list[greenstalk.Client] = []
+
+    def make(**kwargs) -> greenstalk.Client:
+        kwargs.setdefault("encoding", None)
+        client = greenstalk.Client(("127.0.0.1", port), **kwargs)
+        client._sock.settimeout(10)  # a hung server fails the test instead of hanging it
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def client(connect) -> greenstalk.Client:
+    return connect()

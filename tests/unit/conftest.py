@@ -8,6 +8,8 @@ that prints warnings to stderr when nothing else is configured). This fixture st
 for it: WARNING and above of the `shardq` loggers go, as the bare message, to whatever
 ``sys.stderr`` is when the record is emitted (capsys's buffer when a test asks for it).
 pytest's capture (caplog) still sees every record.
+
+The `q` fixture is the engine harness of tests/unit/test_engine_*.py (engine_helpers.Q).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from engine_helpers import Q
 
 
 class CurrentStderr(logging.Handler):
@@ -38,3 +41,8 @@ def shardq_warnings_to_stderr() -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
+
+
+@pytest.fixture
+def q() -> Q:
+    return Q()

@@ -1,4 +1,5 @@
-"""Table tests for shardq.protocol.proto: bytes in, commands out, no sockets.
+"""Table tests for shardq.protocol.proto's parser: bytes in, commands out, no
+sockets; each case whole, in random chunks, byte by byte and pipelined.
 
 Every expectation was checked against a live beanstalkd 1.12 (Debian 1.12-2)
 except the documented shardq fixes, marked FIX: over-long lines and bare CR
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from proto_helpers import BAD, CRLF, parse
 
 from shardq.protocol.commands import (
     Bury,
@@ -40,34 +42,14 @@ from shardq.protocol.commands import (
     Use,
     Watch,
 )
-from shardq.protocol.proto import (
-    BAD_FORMAT,
-    EXPECTED_CRLF,
-    JOB_TOO_BIG,
-    UNKNOWN_COMMAND,
-    Parser,
-    Raw,
-    job_reply,
-    yaml_list,
-    yaml_map,
-)
+from shardq.protocol.proto import BAD_FORMAT, EXPECTED_CRLF, JOB_TOO_BIG, UNKNOWN_COMMAND
 
-BAD = ErrorReply(BAD_FORMAT)
 UNK = ErrorReply(UNKNOWN_COMMAND)
-CRLF = b"\r\n"
+
+
 LTU = b"list-tube-used\r\n"  # a harmless follower that proves parsing resumed
 U32 = 4294967295
 U64 = 18446744073709551615
-
-
-def parse(chunks: list[bytes], max_job_size: int = 65535) -> list[Command]:
-    parser = Parser(max_job_size)
-    out: list[Command] = []
-    for chunk in chunks:
-        parser.feed(chunk)
-        while (cmd := parser.next_command()) is not None:
-            out.append(cmd)
-    return out
 
 
 def split_randomly(data: bytes, seed: int) -> list[bytes]:
@@ -81,6 +63,7 @@ def split_randomly(data: bytes, seed: int) -> list[bytes]:
 
 
 # ---------------------------------------------------------------- case tables
+
 
 ARGLESS: list[tuple[bytes, Command]] = [
     (b"stats", Stats()),
@@ -349,163 +332,3 @@ def test_all_cases_pipelined_in_one_feed() -> None:
 def test_many_pipelined_commands() -> None:
     data = b"put 0 0 60 3\r\nabc\r\nreserve\r\ndelete 7\r\n" * 5000
     assert parse([data]) == [Put(0, 0, 60, b"abc"), Reserve(), Delete(7)] * 5000
-
-
-# ---------------------------------------------------------------- state across feeds
-
-
-def test_need_data_until_crlf() -> None:
-    parser = Parser()
-    parser.feed(b"list-tube-used\r")
-    assert parser.next_command() is None
-    parser.feed(b"\n")
-    assert parser.next_command() == ListTubeUsed()
-    assert parser.next_command() is None
-
-
-def test_put_body_waits_for_every_byte() -> None:
-    parser = Parser()
-    parser.feed(b"put 1 2 3 10\r\n0123456789\r")
-    assert parser.next_command() is None
-    parser.feed(b"\nstats\r\n")
-    assert parser.next_command() == Put(1, 2, 3, b"0123456789")
-    assert parser.next_command() == Stats()
-
-
-def test_job_too_big_replies_only_after_the_whole_bit_bucket() -> None:
-    parser = Parser(max_job_size=10)
-    parser.feed(b"put 0 0 1 11\r\n")
-    for _ in range(11 + 2):
-        assert parser.next_command() is None
-        parser.feed(b"x")
-        assert parser.buffered <= 1
-    assert parser.next_command() == Put(0, 0, 1, b"", JOB_TOO_BIG)
-    assert parser.next_command() is None
-
-
-def test_job_too_big_does_not_buffer_the_body() -> None:
-    parser = Parser()
-    parser.feed(b"put 0 0 1 1000000\r\n")
-    assert parser.next_command() is None
-    for _ in range(100):
-        parser.feed(b"z" * 10000)
-        assert parser.buffered == 0  # dropped on arrival
-        assert parser.next_command() is None
-    parser.feed(b"\r\nstats\r\n")
-    assert parser.next_command() == Put(0, 0, 1, b"", JOB_TOO_BIG)
-    assert parser.next_command() == Stats()
-
-
-def test_overlong_line_is_discarded_as_it_arrives() -> None:
-    parser = Parser()
-    for _ in range(100):
-        parser.feed(b"y" * 1000 + b"\r")
-        assert parser.next_command() is None
-        assert parser.buffered <= 1
-    parser.feed(b"\nstats\r\n")
-    assert parser.next_command() == BAD
-    assert parser.next_command() == Stats()
-
-
-def test_max_job_size_is_configurable() -> None:
-    data = b"put 0 0 1 4\r\nabcd\r\nput 0 0 1 5\r\nabcde\r\n"
-    assert parse([data], max_job_size=4) == [
-        Put(0, 0, 1, b"abcd"),
-        Put(0, 0, 1, b"", JOB_TOO_BIG),
-    ]
-
-
-def test_buffer_is_compacted() -> None:
-    parser = Parser()
-    parser.feed(b"stats\r\n" * 1000)
-    while parser.next_command() is not None:
-        pass
-    assert parser.buffered == 0
-    assert len(parser._buf) == 0  # white-box: consumed bytes are released
-
-
-# ---------------------------------------------------------------- formatters
-
-
-def test_job_reply() -> None:
-    assert job_reply(b"RESERVED", 5, b"abc") == b"RESERVED 5 3\r\nabc\r\n"
-    assert job_reply(b"FOUND", 7, b"a\r\nb\x00") == b"FOUND 7 5\r\na\r\nb\x00\r\n"
-    assert job_reply(b"FOUND", 1, b"") == b"FOUND 1 0\r\n\r\n"
-
-
-STATS_JOB_112 = (
-    b"OK 145\r\n---\nid: 110\ntube: yml\nstate: ready\npri: 1025\nage: 0\ndelay: 0\n"
-    b"ttr: 60\ntime-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\nburies: 0\n"
-    b"kicks: 0\n\r\n"
-)
-STATS_JOB_PAIRS: list[tuple[str, object]] = [
-    ("id", 110),
-    ("tube", "yml"),
-    ("state", Raw("ready")),
-    ("pri", 1025),
-    ("age", 0),
-    ("delay", 0),
-    ("ttr", 60),
-    ("time-left", 0),
-    ("file", 0),
-    ("reserves", 0),
-    ("timeouts", 0),
-    ("releases", 0),
-    ("buries", 0),
-    ("kicks", 0),
-]
-
-
-def test_yaml_map_matches_live_layout() -> None:
-    # 1.12 leaves the tube unquoted; with Raw we reproduce its bytes exactly.
-    raw_tube = [(k, Raw(v) if k == "tube" else v) for k, v in STATS_JOB_PAIRS]
-    assert yaml_map(raw_tube) == STATS_JOB_112
-
-
-def test_yaml_map_quotes_strings_like_1_13() -> None:  # FIX
-    expected = STATS_JOB_112.replace(b"OK 145", b"OK 147").replace(b"tube: yml", b'tube: "yml"')
-    assert yaml_map(STATS_JOB_PAIRS) == expected
-
-
-def test_yaml_map_values() -> None:
-    reply = yaml_map(
-        [("draining", False), ("up", True), ("time-left", -1), ("rusage-utime", Raw("0.001575"))]
-    )
-    body = b"---\ndraining: false\nup: true\ntime-left: -1\nrusage-utime: 0.001575\n"
-    assert reply == b"OK %d\r\n%s\r\n" % (len(body), body)
-    with pytest.raises(TypeError):
-        yaml_map([("x", 1.5)])
-
-
-def test_yaml_list() -> None:
-    assert yaml_list(["default"]) == b"OK 14\r\n---\n- default\n\r\n"
-    assert yaml_list(["default", "yml"]) == b"OK 20\r\n---\n- default\n- yml\n\r\n"
-    assert yaml_list([]) == b"OK 4\r\n---\n\r\n"
-
-
-def test_fixed_replies_are_full_lines() -> None:
-    import shardq.protocol.proto as proto
-
-    names = [
-        "DELETED",
-        "RELEASED",
-        "BURIED",
-        "KICKED",
-        "TOUCHED",
-        "PAUSED",
-        "NOT_FOUND",
-        "NOT_IGNORED",
-        "TIMED_OUT",
-        "DEADLINE_SOON",
-        "DRAINING",
-        "OUT_OF_MEMORY",
-        "INTERNAL_ERROR",
-        "BAD_FORMAT",
-        "UNKNOWN_COMMAND",
-        "EXPECTED_CRLF",
-        "JOB_TOO_BIG",
-    ]
-    for name in names:
-        assert getattr(proto, name) == name.encode() + CRLF
-    assert proto.using("a") == b"USING a\r\n"
-    assert proto.watching(2) == b"WATCHING 2\r\n"

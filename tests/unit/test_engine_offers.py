@@ -1,0 +1,118 @@
+"""Engine unit tests: offers, the cross-shard reserve (offer, accept, decline).
+
+Harness and expectations: engine_helpers.py; the `q` fixture: conftest.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from engine_helpers import Q, found, reserved, served
+
+from shardq.engine.engine import FINAL, OFFER, WAITING
+from shardq.engine.job import NS, State
+from shardq.protocol import proto
+
+
+def test_offer_reserve_with_a_ready_job_offers_it(q: Q) -> None:
+    job = q.put(pri=4, ttr=9, body=b"hey", seq=77)
+    payload = q.reserve(5, offer=True)
+    assert payload == [OFFER, reserved(job, b"hey"), job, 9 * NS, 4, 77, 5]
+    assert q.state(job) == "ready"  # clients still see it as ready
+    assert q.stats_tube()["current-jobs-ready"] == "1"
+    assert q.e.peek(job) == found(job, b"hey")
+    assert q.reserve(6, timeout=0) == [FINAL, proto.TIMED_OUT]  # nobody else can take it
+    assert q.e.reserve_job(6, job, q.now) == [FINAL, proto.NOT_FOUND]
+
+
+def test_accept_makes_an_offered_job_reserved_by_that_connection(q: Q) -> None:
+    job = q.put(ttr=9)
+    q.reserve(5, offer=True)
+    q.advance(NS)
+    q.e.accept(5, job, q.now)
+    stats = q.stats_job(job)
+    assert (stats["state"], stats["reserves"], stats["time-left"]) == ("reserved", "1", "9")
+    assert q.e.jobs[job].owner == 5
+    assert q.stats_tube()["current-jobs-reserved"] == "1"
+    assert q.stats_tube()["current-jobs-ready"] == "0"
+    assert q.e.release(5, job, 0, 0, q.now) == proto.RELEASED
+
+
+def test_offer_reserve_with_nothing_ready_waits_and_offers_later(q: Q) -> None:
+    rid = q.rid()
+    assert q.reserve(5, ("a",), timeout=1, soon_at=q.now + NS, offer=True, rid=rid) == [WAITING]
+    q.advance(5 * NS)  # offer mode leaves the deadlines to the acceptor
+    assert q.events() == []
+    job = q.put("a")
+    events = q.events()
+    assert [(r, p[0], p[2]) for r, p in events] == [(rid, OFFER, job)]
+
+
+def test_decline_puts_the_job_back_in_its_place(q: Q) -> None:
+    first = q.put(pri=1)
+    q.reserve(5, offer=True)
+    second = q.put(pri=1)
+    q.e.decline(5, first, q.now)
+    assert q.e.peek_ready("default") == found(first)
+    assert q.stats_job(first)["reserves"] == "0"
+    assert q.reserve_id(1) == first
+    assert q.reserve_id(1) == second
+
+
+def test_decline_serves_the_next_waiter(q: Q) -> None:
+    r1, r2 = q.rid(), q.rid()
+    q.reserve(5, offer=True, rid=r1)
+    q.reserve(6, rid=r2)
+    job = q.put()
+    assert [(r, p[0]) for r, p in q.events()] == [(r1, OFFER)]
+    q.e.decline(5, job, q.now)
+    assert served(q.events()) == [(r2, job)]
+
+
+@pytest.mark.parametrize("op", ["accept", "decline"])
+def test_accept_or_decline_by_another_connection_is_ignored(q: Q, op: str) -> None:
+    job = q.put()
+    q.reserve(5, offer=True)
+    getattr(q.e, op)(6, job, q.now)
+    assert q.e.jobs[job].state == State.OFFERED
+    assert q.e.jobs[job].owner == 5
+
+
+def test_accept_after_decline_is_ignored(q: Q) -> None:
+    job = q.put()
+    q.reserve(5, offer=True)
+    q.e.decline(5, job, q.now)
+    q.e.accept(5, job, q.now)
+    assert q.state(job) == "ready"
+    assert q.e.owned == {}
+
+
+def test_disconnect_declines_offers_and_releases_reserved_jobs_at_once(q: Q) -> None:
+    held = q.put(ttr=100)
+    q.reserve_id(5)
+    offered = q.put()
+    q.reserve(5, offer=True)
+    q.e.disconnect(5, q.now)
+    assert [q.state(j) for j in (held, offered)] == ["ready", "ready"]
+    assert q.stats_job(held)["releases"] == "0"  # not a client release
+    assert q.e.owned == {}
+    assert q.stats_tube()["current-jobs-ready"] == "2"
+
+
+def test_offered_jobs_count_as_urgent_like_other_ready_jobs(q: Q) -> None:
+    """stats says an offered job is ready (state and current-jobs-ready), so it is urgent too."""
+    q.put(pri=0)
+    q.reserve(5, offer=True)
+    stats = q.stats_tube()
+    assert stats["current-jobs-ready"] == "1"
+    assert stats["current-jobs-urgent"] == "1"
+
+
+def test_cancel_does_not_touch_a_job_already_offered(q: Q) -> None:
+    rid = q.rid()
+    q.reserve(5, offer=True, rid=rid)
+    job = q.put()
+    q.events()
+    q.e.cancel(rid)
+    assert q.e.jobs[job].state == State.OFFERED
+    q.e.decline(5, job, q.now)
+    assert q.state(job) == "ready"
