@@ -43,6 +43,7 @@ FLAGS = {
     "events_dir": "--events",
     "colocate": "--no-colocate",
     "poll_us": "--poll-us",
+    "stats_yaml": "--stats-yaml",
 }
 
 app = typer.Typer(
@@ -164,6 +165,14 @@ def serve(
             "sleeping; 0 = never [100].",
         ),
     ] = None,
+    stats_yaml: Annotated[
+        str | None,
+        typer.Option(
+            "--stats-yaml",
+            metavar="STYLE",
+            help="Stats string values: plain (beanstalkd 1.12's bytes) or quoted (1.13's) [plain].",
+        ),
+    ] = None,
     version: VersionOption = False,
 ) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
@@ -178,6 +187,7 @@ def serve(
         "run_dir": run_dir,
         "events_dir": events_dir,
         "poll_us": poll_us,
+        "stats_yaml": stats_yaml,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -20,6 +20,7 @@ YAML layout::
     shards: 4              # omitted -> half the cores
     colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
     poll_us: 100           # after a busy turn, poll this long before sleeping (0: never)
+    stats_yaml: plain      # plain: beanstalkd 1.12's bytes (name: foo); quoted: 1.13's
     verbose: 0
     run_dir: null          # null -> a fresh temporary directory
     server: myhost         # omitted -> hostname
@@ -42,6 +43,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
+
+from shardq.protocol.replies import YAML_STYLES
 
 #: Largest accepted max job size; beanstalkd clamps to this because body sizes are int32.
 JOB_SIZE_LIMIT_MAX = 1_073_741_824
@@ -75,6 +78,7 @@ class Config:
     events_dir: str | None = None  # --events DIR; job event log for `shardq analyze`; None = off
     colocate: bool = True  # --no-colocate; the acceptor hosts shard 0 (see docs/ARCHITECTURE.md)
     poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
+    stats_yaml: str = "plain"  # --stats-yaml; plain (beanstalkd 1.12) or quoted (1.13)
 
 
 class ConfigError(Exception):
@@ -179,6 +183,13 @@ def _poll_us(where: str, value: Any, from_flag: bool) -> int:
     return _int(where, value, 0, MAX_POLL_US, from_flag)
 
 
+def _stats_yaml(where: str, value: Any, from_flag: bool) -> str:
+    """How stats string values are printed: plain (beanstalkd 1.12) or quoted (1.13)."""
+    if value not in YAML_STYLES:
+        raise ConfigError(where, f"must be one of {', '.join(YAML_STYLES)}, not {value!r}")
+    return str(value)
+
+
 Validator = Callable[[str, Any, bool], Any]
 
 #: Config field -> (YAML key path, validator). The YAML path is what error messages name.
@@ -196,6 +207,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "events_dir": ("events.dir", _path),
     "colocate": ("colocate", _bool),
     "poll_us": ("poll_us", _poll_us),
+    "stats_yaml": ("stats_yaml", _stats_yaml),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
 SECTIONS = ("wal", "events")

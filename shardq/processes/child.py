@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from shardq.log import setup as setup_logging
+from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
 ROLES = ("coordinator", "shard", "acceptor")
@@ -93,6 +94,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", required=True, help="where the ipc sockets live")
     parser.add_argument("--shards", type=int, required=True)
     parser.add_argument("--verbose", type=int, default=0, help="-V count: 0, 1 or 2")
+    parser.add_argument("--stats-yaml", default="plain", choices=YAML_STYLES)
 
 
 def _add_shard_store(parser: argparse.ArgumentParser) -> None:
@@ -192,6 +194,7 @@ def main(argv: Sequence[str]) -> None:
     log.info("started (pid %d)", os.getpid())
     log.debug("command line: %s", " ".join(argv))
     tune_gc()
+    set_yaml_style(args.stats_yaml)
     if args.role != "acceptor":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     RUNNERS[args.role](args)

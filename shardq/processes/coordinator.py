@@ -27,7 +27,7 @@ from shardq import __version__
 from shardq.cluster import wire
 from shardq.processes import lifeline
 from shardq.processes import shard_ops as ops
-from shardq.protocol.replies import Raw, yaml_list, yaml_map
+from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, STATS_KEYS
 
 logger = logging.getLogger(__name__)
@@ -165,7 +165,7 @@ class Coordinator:
         values.update(
             {
                 "pid": os.getppid(),
-                "version": __version__,
+                "version": Quoted(__version__),  # quoted by 1.12 too
                 "rusage-utime": Raw(f"{utime:.6f}"),
                 "rusage-stime": Raw(f"{stime:.6f}"),
                 "uptime": int(time.monotonic() - self.started),

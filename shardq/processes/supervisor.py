@@ -137,6 +137,7 @@ class Supervisor:
             "run_dir": self.run_dir,
             "shards": self.config.shards,
             "verbose": self.config.verbose,
+            "stats_yaml": self.config.stats_yaml,
         }
 
     def store(self, shard: int) -> dict[str, object]:

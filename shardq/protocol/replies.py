@@ -37,6 +37,28 @@ class Raw:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class Quoted:
+    """A string value beanstalkd 1.12 itself prints in double quotes (``version: "1.12"``)."""
+
+    text: str
+
+
+#: How string values of stats replies are printed: "plain" as beanstalkd 1.12 does (``name:
+#: foo``; clients such as pheanstalk 4 read them so), or "quoted" as beanstalkd 1.13 does
+#: (``name: "foo"``, strict YAML). Set once per process at start-up (`set_yaml_style`).
+YAML_STYLES = ("plain", "quoted")
+_quote_strings = False
+
+
+def set_yaml_style(style: str) -> None:
+    """Print stats string values "plain" (beanstalkd 1.12, the default) or "quoted" (1.13)."""
+    global _quote_strings
+    if style not in YAML_STYLES:
+        raise ValueError(f"stats YAML style {style!r}: expected one of {YAML_STYLES}")
+    _quote_strings = style == "quoted"
+
+
 def job_reply(word: bytes, job_id: int, body: bytes) -> bytes:
     """``RESERVED``/``FOUND`` reply: ``<word> <id> <bytes>\\r\\n<body>\\r\\n``."""
     return b"%s %d %d\r\n%s\r\n" % (word, job_id, len(body), body)
@@ -57,8 +79,10 @@ def _yaml_value(value: object) -> str:
         return str(value)
     if isinstance(value, Raw):
         return value.text
+    if isinstance(value, Quoted):
+        return f'"{value.text}"'
     if isinstance(value, str):
-        return f'"{value}"'  # beanstalkd 1.13 quotes with "%s", no escaping
+        return f'"{value}"' if _quote_strings else value  # 1.13 quotes with "%s", no escaping
     raise TypeError(f"unsupported YAML value {value!r}")
 
 

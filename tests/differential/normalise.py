@@ -2,9 +2,9 @@
 
 A reply unit is normalised as narrowly as can be: job ids become their symbolic names
 (:class:`IdMap`), the values of stats keys that depend on the process, the host, the
-clock or the binlog become ``<ignored>``, YAML string quoting is dropped, and the
-``OK <n>`` byte count of a YAML body becomes ``<n>`` once it is checked against the
-body. Everything else must match byte for byte.
+clock or the binlog become ``<ignored>``, and the ``OK <n>`` byte count of a YAML body
+becomes ``<n>`` once it is checked against the body. Everything else, YAML string quoting
+included, must match byte for byte.
 """
 
 from __future__ import annotations
@@ -74,12 +74,6 @@ class IdMap:
         return _TEMPLATE.sub(sub, template)
 
 
-def _unquote(value: bytes) -> bytes:
-    if len(value) >= 2 and value[:1] == b'"' and value[-1:] == b'"':
-        return value[1:-1].replace(b'\\"', b'"').replace(b"\\\\", b"\\")
-    return value
-
-
 def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | None:
     """Normalise a YAML stats/list body (without its final CRLF), or None if not YAML."""
     lines = body.split(b"\n")
@@ -89,13 +83,12 @@ def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | 
     is_job = lines[1].startswith(b"id: ")
     for line in lines[1:-1]:
         if line.startswith(b"- "):
-            out.append(b"- " + _unquote(line[2:]))
+            out.append(line)
             continue
         key, sep, value = line.partition(b": ")
         if not sep:
             out.append(line)
             continue
-        value = _unquote(value)
         k = key.decode(errors="replace")
         if k == "id" and is_job and value.isdigit():
             value = ids.token(int(value))
@@ -106,7 +99,7 @@ def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | 
 
 
 def normalise_unit(unit: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes:
-    """Replace job ids, ignored stats values, YAML quoting and YAML byte counts."""
+    """Replace job ids, ignored stats values and YAML byte counts (quoting is compared)."""
     m = _ID_LINE.match(unit)
     if m:
         return m.group(1) + b" " + ids.token(int(m.group(2))) + b"\r\n"

@@ -87,14 +87,15 @@ def test_ids_become_names_or_order_of_appearance() -> None:
         ids.expand(b"peek {nope}\r\n")
 
 
-def test_yaml_quotes_ignored_keys_and_counts() -> None:
+def test_yaml_quoting_is_kept_ignored_keys_and_counts_are_not() -> None:
     ids = IdMap()
     ids.bind("j1", 5)
     v112 = b"---\nid: 5\ntube: foo\nstate: ready\nage: 3\nfile: 0\n"
     v113 = b'---\nid: 5\ntube: "foo"\nstate: ready\nage: 0\nfile: 2\n'
     norm112 = normalise_unit(b"OK %d\r\n%s\r\n" % (len(v112), v112), ids, IGNORED_KEYS)
     norm113 = normalise_unit(b"OK %d\r\n%s\r\n" % (len(v113), v113), ids, IGNORED_KEYS)
-    assert norm112 == norm113
+    assert norm112 != norm113  # 1.13's quoting is a difference from 1.12's bytes
+    assert norm113.endswith(b'tube: "foo"\nstate: ready\nage: <ignored>\nfile: <ignored>\n\r\n')
     assert norm112 == (
         b"OK <n>\r\n---\nid: {j1}\ntube: foo\nstate: ready\nage: <ignored>\nfile: <ignored>\n\r\n"
     )
@@ -102,11 +103,11 @@ def test_yaml_quotes_ignored_keys_and_counts() -> None:
     assert bad.startswith(b"OK <BAD COUNT>\r\n")
     stats = b'---\ncmd-put: 1\nid: 0123456789abcdef\nname: "x"\n'
     assert normalise_unit(b"OK %d\r\n%s\r\n" % (len(stats), stats), ids, IGNORED_KEYS) == (
-        b"OK <n>\r\n---\ncmd-put: 1\nid: <ignored>\nname: x\n\r\n"
+        b'OK <n>\r\n---\ncmd-put: 1\nid: <ignored>\nname: "x"\n\r\n'
     )
     tubes = b'---\n- default\n- "a b"\n'
     assert normalise_unit(b"OK %d\r\n%s\r\n" % (len(tubes), tubes), ids, IGNORED_KEYS) == (
-        b"OK <n>\r\n---\n- default\n- a b\n\r\n"
+        b'OK <n>\r\n---\n- default\n- "a b"\n\r\n'
     )
     # key order is kept, so a reordering shows up as a difference
     swapped = b"---\ntube: foo\nid: 5\n"

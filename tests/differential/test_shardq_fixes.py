@@ -6,7 +6,6 @@ These cases are NOT run differentially. Each test asserts the FIXED behaviour
 - a CRLF that straddles beanstalkd's 224-byte window is not missed;
 - a bare ``\\r`` does not stall the connection;
 - ``reserve-with-timeout`` takes a u32 <= 2147483647, else BAD_FORMAT (1.13);
-- YAML string values are quoted (1.13);
 - blocked reservers of a tube are served first come, first served;
 - ``version`` is shardq's own version;
 - ``list-tubes`` after a tube was garbage collected, with shards > 1, lists the
@@ -128,22 +127,6 @@ def test_reserve_with_timeout_ignores_text_after_the_number_as_1_13_does(
 
 
 # --------------------------------------------------------------------------- YAML quoting
-
-
-@detects_beanstalkd_bug
-def test_yaml_string_values_are_quoted(port: int) -> None:
-    sock = connect(port)
-    ask(sock, b"use qt\r\n")
-    job_id = ask(sock, b"put 0 0 60 1\r\nx\r\n").split()[1].decode()
-    assert yaml_map(ask(sock, b"stats-tube qt\r\n"))["name"] == '"qt"'
-    job = yaml_map(ask(sock, b"stats-job " + job_id.encode() + b"\r\n"))
-    assert job["tube"] == '"qt"'
-    assert job["state"] == "ready", "state is not quoted, as in 1.13"
-    stats = yaml_map(ask(sock, b"stats\r\n"))
-    for key in ("version", "hostname", "os", "platform"):
-        assert re.fullmatch(r'"[^"]*"', stats[key]), (key, stats[key])
-    # list replies keep bare names
-    assert ask(sock, b"list-tube-used\r\n") == b"USING qt\r\n"
 
 
 # --------------------------------------------------------------------------- version

@@ -52,7 +52,7 @@ def test_pipelined_commands_to_several_shards_are_answered_in_order(
     assert _ids(puts) == sorted(_ids(puts))
     for job_id, reply in zip(ids, replies[51:55], strict=True):
         assert reply == b"FOUND %d 1\r\nx\r\n" % job_id
-    assert replies[55].startswith(b"OK ") and b'name: "pb"' in replies[55]
+    assert replies[55].startswith(b"OK ") and b"name: pb\n" in replies[55]
     assert replies[56:60] == [b"DELETED\r\n"] * 4
     assert replies[60] == b"USING pd\r\n"
     assert replies[61].startswith(b"INSERTED ")

@@ -134,6 +134,8 @@ def test_fsync_forms_from_flags(value, expected):
         ("poll_us: -1", "poll_us"),
         ("poll_us: 10001", "poll_us"),
         ("poll_us: fast", "poll_us"),
+        ("stats_yaml: yes", "stats_yaml"),
+        ("stats_yaml: QUOTED", "stats_yaml"),
         ("colocate: 'yes please'", "colocate"),
     ],
 )

@@ -50,7 +50,7 @@ def test_stats_job_reply_is_byte_exact(q: Q) -> None:
     q.e.ref("yml", 1, 0, q.now)
     job = q.put("yml", pri=1025)
     assert q.e.stats_job(job, q.now) == (
-        b'OK 145\r\n---\nid: 1\ntube: "yml"\nstate: ready\npri: 1025\nage: 0\ndelay: 0\n'
+        b"OK 143\r\n---\nid: 1\ntube: yml\nstate: ready\npri: 1025\nage: 0\ndelay: 0\n"
         b"ttr: 60\ntime-left: 0\nfile: 0\nreserves: 0\ntimeouts: 0\nreleases: 0\n"
         b"buries: 0\nkicks: 0\n\r\n"
     )
@@ -61,7 +61,7 @@ def test_stats_tube_reply_is_byte_exact(q: Q) -> None:
     q.e.ref("yml", 1, 0, q.now)
     q.put("yml", pri=1025)
     assert q.e.stats_tube("yml", q.now) == (
-        b'OK 263\r\n---\nname: "yml"\ncurrent-jobs-urgent: 0\ncurrent-jobs-ready: 1\n'
+        b"OK 261\r\n---\nname: yml\ncurrent-jobs-urgent: 0\ncurrent-jobs-ready: 1\n"
         b"current-jobs-reserved: 0\ncurrent-jobs-delayed: 0\ncurrent-jobs-buried: 0\n"
         b"total-jobs: 1\ncurrent-using: 1\ncurrent-watching: 0\ncurrent-waiting: 0\n"
         b"cmd-delete: 0\ncmd-pause-tube: 0\npause: 0\npause-time-left: 0\n\r\n"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from proto_helpers import CRLF
 
-from shardq.protocol.proto import Raw, job_reply, yaml_list, yaml_map
+from shardq.protocol.proto import Quoted, Raw, job_reply, yaml_list, yaml_map
+from shardq.protocol.replies import set_yaml_style
 
 
 def test_job_reply() -> None:
@@ -44,14 +45,21 @@ STATS_JOB_PAIRS: list[tuple[str, object]] = [
 
 
 def test_yaml_map_matches_live_layout() -> None:
-    # 1.12 leaves the tube unquoted; with Raw we reproduce its bytes exactly.
-    raw_tube = [(k, Raw(v) if k == "tube" else v) for k, v in STATS_JOB_PAIRS]
-    assert yaml_map(raw_tube) == STATS_JOB_112
+    # beanstalkd 1.12 leaves string values unquoted: so does the default style
+    assert yaml_map(STATS_JOB_PAIRS) == STATS_JOB_112
+    assert yaml_map([("version", Quoted("1.12"))]) == b'OK 20\r\n---\nversion: "1.12"\n\r\n'
 
 
-def test_yaml_map_quotes_strings_like_1_13() -> None:  # FIX
-    expected = STATS_JOB_112.replace(b"OK 145", b"OK 147").replace(b"tube: yml", b'tube: "yml"')
-    assert yaml_map(STATS_JOB_PAIRS) == expected
+def test_yaml_map_quotes_strings_like_1_13_when_asked() -> None:
+    set_yaml_style("quoted")
+    try:
+        expected = STATS_JOB_112.replace(b"OK 145", b"OK 147")
+        assert yaml_map(STATS_JOB_PAIRS) == expected.replace(b"tube: yml", b'tube: "yml"')
+    finally:
+        set_yaml_style("plain")
+    assert yaml_map(STATS_JOB_PAIRS) == STATS_JOB_112
+    with pytest.raises(ValueError):
+        set_yaml_style("fancy")
 
 
 def test_yaml_map_values() -> None:
