@@ -5,5 +5,7 @@ how each reply is checked), `loadgen` (the epoll loop of one load process), `run
 a load over processes, progress bar, merged result), `servers` (start/stop a server command,
 CPU and RSS of its process tree from /proc), `procs` (free ports, the listening line, /proc
 scanning, stopping processes and process groups: shared with tests/ and tools/), `compare`
-(the A/B matrix), `report` (docs/BENCHMARKS.md) and `png` (a dependency-free bar chart).
+(the A/B matrix), `stub` (a server that answers at once and stores nothing: the tool's
+ceiling, column L), `limits` (when the tool, not the server, was the limit), `report`
+(docs/BENCHMARKS.md) and `png` (a dependency-free bar chart).
 """

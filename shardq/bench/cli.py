@@ -112,6 +112,13 @@ def compare_cmd(
         "beanstalkd -l 127.0.0.1 -p {port}"
     ),
     b: Annotated[str, typer.Option("--b", help="Server B command.")] = "shardq serve -p {port}",
+    l_cmd: Annotated[
+        str | None,
+        typer.Option("--l", help="Column L's server [the stub, python -m shardq.bench.stub]."),
+    ] = None,
+    no_stub: Annotated[
+        bool, typer.Option("--no-stub", help="No L column (the load tool's ceiling).")
+    ] = False,
     rounds: Annotated[int, typer.Option("--rounds", "-r", min=1)] = 3,
     matrix: Annotated[
         str, typer.Option("--matrix", help="standard, quick or memory.")
@@ -131,10 +138,12 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     verbose: Verbose = 0,
 ) -> None:
-    """Run the same matrix against server A and server B, alternating, and print B/A."""
+    """Run the same matrix against server A, server B and the stub (L), alternating row by
+    row, and print B/A, CPU, kops per CPU-second and where the load tool was the limit."""
     if verbose:
         _setup_logging(verbose)
     from shardq.bench.compare import compare, format_table
+    from shardq.bench.limits import stub_command
 
     if matrix not in ("standard", "quick", "memory"):
         typer.echo("shardq bench compare: --matrix is standard, quick or memory", err=True)
@@ -142,7 +151,8 @@ def compare_cmd(
     shards = [int(x) for x in scaling.split(",")] if scaling else None
     progress = _progress_wanted(as_json)
     try:
-        result = compare(a, b, rounds, matrix, duration, processes, shards, progress)
+        ceiling = None if no_stub else (l_cmd or stub_command())
+        result = compare(a, b, rounds, matrix, duration, processes, shards, progress, ceiling)
     except (OSError, RuntimeError) as e:
         typer.echo(f"shardq bench compare: {e}", err=True)
         raise typer.Exit(1) from None
@@ -152,7 +162,7 @@ def compare_cmd(
 
         write_report(report, result)
     typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))
-    errors = sum(r["a"]["errors"] + r["b"]["errors"] for r in result["rows"])
+    errors = sum(r[s]["errors"] for r in result["rows"] for s in ("a", "b", "l") if s in r)
     raise typer.Exit(1 if errors else 0)
 
 

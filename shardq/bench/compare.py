@@ -1,23 +1,36 @@
-"""`shardq bench compare`: the same matrix against two server commands, A, B, A, B, ...
+"""`shardq bench compare`: the same matrix against two server commands, A and B, and the stub.
 
-Each round starts a fresh server (on a free port), runs every cell, and stops it, so both
-servers see the same sequence; medians over rounds damp the noise of a shared machine.
-Each cell has its own tube prefix, so what one cell leaves behind cannot feed the next.
-Which cell runs is logged at INFO (`shardq bench` shows INFO by default).
+Row by row, each round runs the row against A, then B, then L (`shardq.bench.stub`, a
+server that answers at once and stores nothing: the load tool's own ceiling), each on a
+fresh server on a free port, as the C load generator's compare.sh does; medians over rounds
+damp the noise of a shared machine. Server CPU is taken over the measured seconds only.
+Rows where the load tool rather than the server was the limit are flagged
+(`shardq.bench.limits`). Which cell runs is logged at INFO (`shardq bench` shows INFO).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardq.bench.limits import (
+    LEGEND,
+    NEAR_L,
+    NOISY,
+    RT_SHARE,
+    TOOL_BUSY,
+    cores,
+    flag_row,
+    flag_scaling,
+    flag_text,
+    kops_per_cpu_s,
+)
 from shardq.bench.runner import prefill, run
-from shardq.bench.servers import CLK_TCK, Server, cpu_delta, cpu_ticks, memory, role
+from shardq.bench.servers import CpuWindow, Server, memory, role
 from shardq.bench.workloads import Spec
 
 log = logging.getLogger(__name__)
@@ -66,59 +79,71 @@ def matrix(name: str, duration: float | None = None) -> list[Cell]:
 SCALING_KEYS = ("mixed-50", "multitube-64")
 
 
-def busy_ticks() -> int:
-    """Non-idle CPU ticks of the whole machine (/proc/stat), to see other processes' load."""
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    return sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
-
-
 def measure(server: Server, cell: Cell, prefix: str, processes: int, progress: bool) -> dict:
-    """Run one cell against a running server; adds the server's CPU (cores) and memory, the
-    load tool's CPU and what everything else on the machine used meanwhile ("other")."""
-    pids = server.pids
-    before = cpu_ticks(pids)
-    busy0 = busy_ticks()
-    t0 = time.monotonic()
-    out: dict[str, Any] = {}
+    """Run one cell against a running server: its figure, the server's CPU (cores) over the
+    measured seconds, the load tool's CPU and what everything else used meanwhile ("other")."""
     if cell.kind == "memory":
-        base = memory(pids)
-        spec = Spec(port=server.port, processes=processes, prefix=prefix)
-        r = prefill(spec, cell.jobs, progress)
-        time.sleep(0.5)
-        mem = memory(server.pids)
-        out = {
-            "rss": mem["rss"],
-            "pss": mem["pss"],
-            "rss_idle": base["rss"],
-            "bytes_per_job": (mem["rss"] - base["rss"]) / max(1, cell.jobs),
-            "errors": r["errors"],
-            "value": mem["rss"],
-            "client_cpu_s": r["client_cpu_s"],
-        }
-    else:
-        kw = {"processes": processes, **cell.spec}
-        spec = Spec(port=server.port, prefix=prefix, **kw)
-        r = run(spec, progress)
-        out = {"ops_per_sec": r["ops_per_sec"], "errors": r["errors"]}
-        out["client_cpu_s"] = r["client_cpu_s"]
-        if cell.kind == "cycles":
-            out["value"] = r["cycles"]["per_sec"] if "cycles" in r else 0.0
-            out["p99_us"] = r["cycles"]["latency_us"]["p99"] if "cycles" in r else 0.0
-        else:
-            out["value"] = r["ops_per_sec"]
-        out["samples"] = r["error_samples"]
-    wall = time.monotonic() - t0
-    per_pid = cpu_delta(before, cpu_ticks(server.pids))
+        return _measure_memory(server, cell, prefix, processes, progress)
+    spec = Spec(port=server.port, prefix=prefix, **{"processes": processes, **cell.spec})
+    r = run(spec, progress, watch=server.pids)
+    win = r["window"]
+    wall = win["wall_s"] or 1e-9
+    out: dict[str, Any] = {
+        "ops_per_sec": r["ops_per_sec"],
+        "errors": r["errors"],
+        "samples": r["error_samples"],
+        "client_cpu_s": r["client_cpu_s"],
+        "load_processes": spec.processes,
+        "in_flight": spec.connections * spec.pipeline,
+        "value": r["ops_per_sec"],
+    }
+    if cell.kind == "cycles":
+        out["value"] = r["cycles"]["per_sec"] if "cycles" in r else 0.0
+        out["p99_us"] = r["cycles"]["latency_us"]["p99"] if "cycles" in r else 0.0
+    out["cpu_cores"] = win["cpu_s"] / wall
+    out["client_cores"] = r["client_cpu_s"] / (r["elapsed_s"] or 1e-9)
+    machine_cores = win["machine_s"] / wall
+    out["other_cores"] = max(0.0, machine_cores - out["cpu_cores"] - out["client_cores"])
+    out["kops_per_cpu_s"] = kops_per_cpu_s(r["ops_per_sec"], out["cpu_cores"])
+    out["cpu_by_role"] = _by_role(win["per_pid"], wall)
+    return out
+
+
+def _by_role(per_pid: dict[int, float], wall: float) -> dict[str, float]:
     by_role: dict[str, float] = defaultdict(float)
     for pid, sec in per_pid.items():
         by_role[role(pid)] += sec / wall
-    out["cpu_cores"] = sum(per_pid.values()) / wall
-    out["client_cores"] = out.get("client_cpu_s", 0.0) / wall
-    machine_cores = (busy_ticks() - busy0) / CLK_TCK / wall
-    out["other_cores"] = max(0.0, machine_cores - out["cpu_cores"] - out["client_cores"])
-    out["cpu_by_role"] = dict(by_role)
-    return out
+    return dict(by_role)
+
+
+def _measure_memory(
+    server: Server, cell: Cell, prefix: str, processes: int, progress: bool
+) -> dict[str, Any]:
+    """RSS of a fresh server holding `cell.jobs` jobs; CPU over the whole fill."""
+    window = CpuWindow(server.pids)
+    window.start()
+    base = memory(server.pids)
+    spec = Spec(port=server.port, processes=processes, prefix=prefix)
+    r = prefill(spec, cell.jobs, progress)
+    time.sleep(0.5)
+    mem = memory(server.pids)
+    win = window.stop()
+    wall = win["wall_s"] or 1e-9
+    cpu = win["cpu_s"] / wall
+    client = r["client_cpu_s"] / wall
+    return {
+        "rss": mem["rss"],
+        "pss": mem["pss"],
+        "rss_idle": base["rss"],
+        "bytes_per_job": (mem["rss"] - base["rss"]) / max(1, cell.jobs),
+        "errors": r["errors"],
+        "value": mem["rss"],
+        "client_cpu_s": r["client_cpu_s"],
+        "cpu_cores": cpu,
+        "client_cores": client,
+        "other_cores": max(0.0, win["machine_s"] / wall - cpu - client),
+        "cpu_by_role": _by_role(win["per_pid"], wall),
+    }
 
 
 def _loadavg() -> str:
@@ -133,34 +158,48 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else 0.0
 
 
-def summarise(cells: list[Cell], runs: dict[str, dict[str, list[dict]]]) -> list[dict]:
-    """Per cell: medians for A and B and the ratio B/A (memory: B/A of RSS, lower is better)."""
+#: Per-run figures summarised as medians over the rounds.
+MEDIANS = ("value", "cpu_cores", "client_cores", "other_cores", "kops_per_cpu_s")
+
+
+def _side(cell: Cell, rs: list[dict]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: _median([r.get(k, 0.0) for r in rs]) for k in MEDIANS}
+    out["cpu_pct"] = 100.0 * out["cpu_cores"]
+    out["load_processes"] = rs[0].get("load_processes", 1) if rs else 0
+    out["in_flight"] = rs[0].get("in_flight", 0) if rs else 0
+    out["errors"] = sum(r["errors"] for r in rs)
+    out["rounds"] = [r["value"] for r in rs]
+    if cell.kind == "memory":
+        del out["kops_per_cpu_s"]
+        if rs:
+            out.update({k: rs[0][k] for k in ("pss", "rss_idle", "bytes_per_job")})
+    if cell.kind == "cycles":
+        out["p99_us"] = _median([r["p99_us"] for r in rs])
+    if rs and "cpu_by_role" in rs[0]:
+        roles = {k for r in rs for k in r["cpu_by_role"]}
+        out["cpu_by_role"] = {
+            k: _median([r["cpu_by_role"].get(k, 0.0) for r in rs]) for k in sorted(roles)
+        }
+    return out
+
+
+def summarise(
+    cells: list[Cell], runs: dict[str, dict[str, list[dict]]], nproc: int | None = None
+) -> list[dict]:
+    """Per cell: medians for A, B (and L where it ran), the ratio B/A (memory: B/A of RSS,
+    lower is better) and the tool-limit flag (`shardq.bench.limits`)."""
     rows = []
     for cell in cells:
         row: dict[str, Any] = {"key": cell.key, "label": cell.label, "kind": cell.kind}
-        for side in ("a", "b"):
-            rs = runs[side].get(cell.key, [])
-            row[side] = {
-                "value": _median([r["value"] for r in rs]),
-                "cpu_cores": _median([r["cpu_cores"] for r in rs]),
-                "client_cores": _median([r.get("client_cores", 0.0) for r in rs]),
-                "other_cores": _median([r.get("other_cores", 0.0) for r in rs]),
-                "errors": sum(r["errors"] for r in rs),
-                "rounds": [r["value"] for r in rs],
-            }
-            if cell.kind == "cycles":
-                row[side]["p99_us"] = _median([r["p99_us"] for r in rs])
-            if cell.kind == "memory" and rs:
-                row[side].update({k: rs[0][k] for k in ("pss", "rss_idle", "bytes_per_job")})
-            if rs and "cpu_by_role" in rs[0]:
-                roles = {k for r in rs for k in r["cpu_by_role"]}
-                row[side]["cpu_by_role"] = {
-                    k: _median([r["cpu_by_role"].get(k, 0.0) for r in rs]) for k in sorted(roles)
-                }
+        for side in ("a", "b", "l"):
+            rs = runs.get(side, {}).get(cell.key, [])
+            if rs or side != "l":
+                row[side] = _side(cell, rs)
         a, b = row["a"]["value"], row["b"]["value"]
         row["ratio"] = b / a if a else 0.0
         if cell.kind == "cycles" and row["a"]["p99_us"]:
             row["p99_ratio"] = row["b"]["p99_us"] / row["a"]["p99_us"]
+        flag_row(row, nproc or cores())
         rows.append(row)
     return rows
 
@@ -174,40 +213,46 @@ def compare(
     processes: int | None = None,
     scaling: list[int] | None = None,
     progress: bool = True,
+    l: str | None = None,  # noqa: E741 -- the L column, as in the output
 ) -> dict[str, Any]:
-    """Run the matrix over `rounds` (A then B each round); returns rows plus raw runs."""
+    """Run the matrix row by row: each round of a row runs A, B and then L (the stub, when
+    `l` is given), each on a fresh server; returns rows plus raw runs."""
     cells = matrix(matrix_name, duration)
-    procs = processes or os.cpu_count() or 1
-    runs: dict[str, dict[str, list[dict]]] = {"a": defaultdict(list), "b": defaultdict(list)}
+    procs = processes or cores()
+    sides = [("a", a), ("b", b)] + ([("l", l)] if l else [])
+    runs: dict[str, dict[str, list[dict]]] = {s: defaultdict(list) for s, _ in sides}
     started = time.monotonic()
     load_before = _loadavg()
-    for rnd in range(rounds):
-        for side, template in (("a", a), ("b", b)):
-            with Server(template) as server:
-                for i, cell in enumerate(cells):
-                    if cell.kind == "memory":
-                        continue
-                    log.info("round %d/%d %s %s", rnd + 1, rounds, side.upper(), cell.label)
-                    res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
-                    runs[side][cell.key].append(res)
-            for i, cell in enumerate(cells):
-                if cell.kind != "memory" or rnd > 0:
-                    continue  # deterministic enough; once per server keeps the run short
-                log.info("round %d/%d %s %s", rnd + 1, rounds, side.upper(), cell.label)
+    for i, cell in enumerate(cells):
+        for rnd in range(rounds):
+            for side, template in sides:
+                if cell.kind == "memory" and (side == "l" or rnd > 0):
+                    continue  # the stub holds nothing; memory is deterministic enough
+                log.info("%s round %d/%d %s", cell.label, rnd + 1, rounds, side.upper())
                 with Server(template) as server:  # a fresh one: nothing left from other cells
                     res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
                 runs[side][cell.key].append(res)
     out: dict[str, Any] = {
         "a": a,
         "b": b,
+        "l": l,
         "rounds": rounds,
         "matrix": matrix_name,
         "processes": procs,
+        "cores": cores(),
+        "tool_limit_rule": {
+            "near_l": NEAR_L,
+            "tool_busy": TOOL_BUSY,
+            "rt_share": RT_SHARE,
+            "noisy_cores": NOISY,
+        },
+        "legend": LEGEND,
         "rows": summarise(cells, runs),
         "loadavg": {"before": load_before, "after": _loadavg()},
     }
     if scaling:
         out["scaling"] = scale(b, cells, scaling, procs, progress)
+        flag_scaling(out["scaling"], out["rows"], cores())
     out["seconds"] = time.monotonic() - started
     return out
 
@@ -230,28 +275,42 @@ def _fmt_value(kind: str, v: float) -> str:
     return f"{v / 2**20:,.0f} MiB" if kind == "memory" else f"{v:,.0f}"
 
 
+def _pair(row: dict[str, Any], key: str, fmt: str, sides: tuple[str, ...] = ("a", "b")) -> str:
+    return "/".join(format(row[s][key], fmt) if s in row and key in row[s] else "-" for s in sides)
+
+
 def format_table(result: dict[str, Any]) -> str:
-    """Plain-text table for the terminal."""
-    lines = [
-        f"A: {result['a']}",
-        f"B: {result['b']}",
-        f"{'row':<40}{'A':>12}{'B':>12}{'B/A':>7}{'A cpu':>7}{'B cpu':>7}  errors",
-    ]
+    """Plain-text table for the terminal, with the legend of the tool-limit flag."""
+    lines = [f"A: {result['a']}", f"B: {result['b']}"]
+    if result.get("l"):
+        lines.append(f"L: {result['l']}  (stub: the load tool's ceiling)")
+    lines.append(
+        f"{'row':<38}{'A':>10}{'B':>10}{'L':>10}{'B/A':>6}{'srv% A/B':>11}"
+        f"{'kops/cpu-s A/B':>16}{'tool% A/B/L':>13}  {'tool limit':<12} err A/B"
+    )
     for r in result["rows"]:
-        a, b = r["a"], r["b"]
+        a, b, kind = r["a"], r["b"], r["kind"]
+        lv = _fmt_value(kind, r["l"]["value"]) if "l" in r else "-"
+        ops = kind != "memory"
+        tool = [f"{100 * r[s]['client_cores']:.0f}" if s in r else "-" for s in ("a", "b", "l")]
         lines.append(
-            f"{r['label']:<40}{_fmt_value(r['kind'], a['value']):>12}"
-            f"{_fmt_value(r['kind'], b['value']):>12}{r['ratio']:>7.2f}"
-            f"{a['cpu_cores']:>7.2f}{b['cpu_cores']:>7.2f}  {a['errors']}/{b['errors']}"
+            f"{r['label'][:37]:<38}{_fmt_value(kind, a['value']):>10}"
+            f"{_fmt_value(kind, b['value']):>10}{lv:>10}{r['ratio']:>6.2f}"
+            f"{_pair(r, 'cpu_pct', '.0f'):>11}"
+            f"{_pair(r, 'kops_per_cpu_s', '.1f') if ops else '-':>16}"
+            f"{'/'.join(tool) if ops else '-':>13}  {flag_text(r):<12} {a['errors']}/{b['errors']}"
         )
         if "p99_ratio" in r:
             lines.append(
-                f"{'  pingpong p99 latency (us)':<40}{a['p99_us']:>12.0f}{b['p99_us']:>12.0f}"
-                f"{r['p99_ratio']:>7.2f}"
+                f"{'  pingpong p99 latency (us)':<38}{a['p99_us']:>10.0f}{b['p99_us']:>10.0f}"
+                f"{r['l']['p99_us'] if 'l' in r else 0:>10.0f}{r['p99_ratio']:>6.2f}"
             )
     for s in result.get("scaling", []):
+        flag = ",".join(s.get("tool_limit", []))
         lines.append(
             f"B --shards {s['shards']}: {s['label']:<32}{s['value']:>12,.0f} ops/s  "
-            f"cpu {s['cpu_cores']:.2f}  errors {s['errors']}"
+            f"cpu {100 * s['cpu_cores']:.0f}%  tool {100 * s['client_cores']:.0f}%  "
+            f"errors {s['errors']}" + (f"  tool limit: {flag}" if flag else "")
         )
+    lines.append(result.get("legend", LEGEND))
     return "\n".join(lines)

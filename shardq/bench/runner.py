@@ -16,6 +16,7 @@ from typing import Any
 
 from shardq.bench.hist import Histogram
 from shardq.bench.loadgen import OPS, SLOTS, LoadLoop, connect
+from shardq.bench.servers import CpuWindow
 from shardq.bench.workloads import Spec, plan
 
 #: Seconds a --jobs run may take at most (every load is bounded in time).
@@ -67,8 +68,11 @@ class Progress:
             sys.stderr.flush()
 
 
-def run_load(spec: Spec, progress: bool = False, label: str | None = None) -> dict[str, Any]:
-    """Run `spec` once (no pre-fill) and return the merged result (see `merge`)."""
+def run_load(
+    spec: Spec, progress: bool = False, label: str | None = None, watch: list[int] | None = None
+) -> dict[str, Any]:
+    """Run `spec` once (no pre-fill) and return the merged result (see `merge`). With `watch`
+    (the server's pids) the result's "window" holds their CPU over the measured seconds."""
     ctx = mp.get_context("fork")
     shared = ctx.RawArray("q", SLOTS * spec.processes)
     ready, out = ctx.Queue(), ctx.Queue()
@@ -85,6 +89,9 @@ def run_load(spec: Spec, progress: bool = False, label: str | None = None) -> di
     limit = spec.duration if spec.jobs is None and spec.duration else JOBS_TIME_LIMIT
     start = time.monotonic()
     deadline.value = start + limit
+    window = CpuWindow(watch) if watch else None
+    if window is not None:
+        window.start()
     go.set()
     bar = Progress(progress, label or spec.workload)
     results: list[tuple[str, Any]] = []
@@ -103,6 +110,7 @@ def run_load(spec: Spec, progress: bool = False, label: str | None = None) -> di
         bar.show(fraction, ops, ops / elapsed if elapsed > 0 else 0.0)
         if elapsed > limit + 60 and len(results) < len(procs):
             break
+    stats = window.stop() if window is not None else None
     bar.end()
     for p in procs:
         p.join(timeout=5)
@@ -111,7 +119,10 @@ def run_load(spec: Spec, progress: bool = False, label: str | None = None) -> di
     failures = [r for kind, r in results if kind == "error"]
     if failures or len(results) < len(procs):
         raise RuntimeError("load process failed: " + "; ".join(failures or ["no result"]))
-    return merge(spec, [r for _, r in results])
+    result = merge(spec, [r for _, r in results])
+    if stats is not None:
+        result["window"] = stats
+    return result
 
 
 def merge(spec: Spec, parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,12 +187,13 @@ def prefill(spec: Spec, jobs: int, progress: bool = False) -> dict[str, Any]:
     return run_load(fill, progress, label="prefill")
 
 
-def run(spec: Spec, progress: bool = False) -> dict[str, Any]:
-    """Run a workload as `shardq bench` does: pre-fill first for `reserve`."""
+def run(spec: Spec, progress: bool = False, watch: list[int] | None = None) -> dict[str, Any]:
+    """Run a workload as `shardq bench` does: pre-fill first for `reserve` (outside the CPU
+    window of `watch`, see `run_load`)."""
     fill = None
     if spec.workload == "reserve":
         fill = prefill(spec, spec.jobs or spec.prefill, progress)
-    result = run_load(spec, progress)
+    result = run_load(spec, progress, watch=watch)
     if fill is not None:
         result["prefill"] = {"jobs": fill["total_ops"], "errors": fill["errors"]}
         result["errors"] += fill["errors"]

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from shardq.bench.procs import cmdline, free_port, is_alive, kill_pids, stat_fields, terminate, tree
 from shardq.processes.child import MODULE as CHILD_MODULE
@@ -42,6 +43,8 @@ def role(pid: int) -> str:
         return args[i + 1] if i + 1 < len(args) else "child"
     if "shardq.processes.supervisor" in args or "serve" in args:
         return "supervisor"
+    if "shardq.bench.stub" in args:
+        return "stub"
     return Path(args[0]).name
 
 
@@ -58,6 +61,40 @@ def cpu_ticks(pids: list[int]) -> dict[int, int]:
 def cpu_delta(before: dict[int, int], after: dict[int, int]) -> dict[int, float]:
     """CPU seconds per pid between two snapshots (a pid new in `after` counts from zero)."""
     return {pid: (t - before.get(pid, 0)) / CLK_TCK for pid, t in after.items()}
+
+
+def busy_ticks() -> int:
+    """Non-idle CPU ticks of the whole machine (/proc/stat), to see other processes' load."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    return sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+
+
+class CpuWindow:
+    """CPU seconds of some processes, and of the whole machine, between `start` and `stop`:
+    the server's CPU over exactly the measured seconds of a load (no set-up, no pre-fill)."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.t0 = 0.0
+        self.ticks: dict[int, int] = {}
+        self.busy = 0
+
+    def start(self) -> None:
+        self.ticks = cpu_ticks(self.pids)
+        self.busy = busy_ticks()
+        self.t0 = time.monotonic()
+
+    def stop(self) -> dict[str, Any]:
+        """wall_s, cpu_s (all the pids), per_pid (CPU seconds) and machine_s (every CPU)."""
+        wall = time.monotonic() - self.t0
+        per_pid = cpu_delta(self.ticks, cpu_ticks(self.pids))
+        return {
+            "wall_s": wall,
+            "cpu_s": sum(per_pid.values()),
+            "per_pid": per_pid,
+            "machine_s": (busy_ticks() - self.busy) / CLK_TCK,
+        }
 
 
 def memory(pids: list[int]) -> dict[str, int]:

@@ -67,19 +67,24 @@ def test_reserve_drains_exactly_the_prefilled_jobs(port: int) -> None:
 
 
 def test_compare_quick_matrix(tmp_path) -> None:
-    """A tiny A/B run (shardq against itself, 0.3 s cells) writes a report with a chart."""
+    """A tiny A/B run (shardq against itself, 0.3 s cells, --no-stub: no L column) writes a
+    report with a chart; the stub's column is tests/integration/test_bench_stub.py's."""
     report = tmp_path / "BENCH.md"
     cmd = [
         sys.executable, "-m", "shardq", "bench", "compare", "--matrix", "quick",
-        "--rounds", "1", "--duration", "0.3", "--json", "--report", str(report),
+        "--rounds", "1", "--duration", "0.3", "--json", "--report", str(report), "--no-stub",
         "--a", "shardq serve -p {port} --shards 1", "--b", "shardq serve -p {port} --shards 2",
     ]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
+    assert result["l"] is None
     for row in result["rows"]:
+        assert "l" not in row
         assert row["a"]["errors"] == 0 and row["b"]["errors"] == 0
         assert row["a"]["value"] > 0 and row["b"]["value"] > 0 and row["ratio"] > 0
+        if row["kind"] != "memory":
+            assert row["a"]["cpu_pct"] > 0 and row["b"]["kops_per_cpu_s"] > 0
     text = report.read_text()
     assert "bench:begin" in text and "| put, 50 conns x16 pipelined" in text
     assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
