@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from .workload import Hold, Ledger, Op, analyze, deadline_soon_allowed, make_body, run
+from .ledger import Hold, Ledger, Op, analyze, deadline_soon_allowed, make_body
+from .workload import run
 
 LOAD_SECONDS = 4.5
 DRAIN_SECONDS = 20.0
