@@ -33,7 +33,8 @@ __all__ = [
 
 class Reserved(NamedTuple):
     """The payload a reserve is answered with when a job was reserved (a list of these
-    fields, in this order, on the wire; the reader names them with ``Reserved._make``)."""
+    fields, in this order, on the wire). The acceptor unpacks it into these names rather
+    than building the tuple: this is the reserve hot path."""
 
     kind: int  # RESERVED
     reply: bytes  # the client's RESERVED line and body
