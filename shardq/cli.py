@@ -39,6 +39,7 @@ FLAGS = {
     "fsync_ms": "-f",
     "segment_bytes": "-s",
     "shards": "--shards",
+    "serving": "--serving",
     "run_dir": "--run-dir",
     "events_dir": "--events",
     "colocate": "--no-colocate",
@@ -137,6 +138,14 @@ def serve(
     shards: Annotated[
         str | None, typer.Option("--shards", metavar="N", help="Shards [half the cores].")
     ] = None,
+    serving: Annotated[
+        str | None,
+        typer.Option(
+            "--serving",
+            metavar="N",
+            help="Serving processes: each accepts clients and hosts a shard [1].",
+        ),
+    ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -184,6 +193,7 @@ def serve(
         "fsync_ms": fsync_ms,
         "segment_bytes": segment_bytes,
         "shards": shards,
+        "serving": serving,
         "run_dir": run_dir,
         "events_dir": events_dir,
         "poll_us": poll_us,

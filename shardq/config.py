@@ -17,7 +17,8 @@ YAML layout::
     listen: 127.0.0.1
     port: 11300
     max_job_size: 65535
-    shards: 4              # omitted -> half the cores
+    shards: 4              # omitted -> half the cores (at least `serving`)
+    serving: 2             # serving processes: each accepts clients and hosts a shard
     colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
     poll_us: 100           # after a busy turn, poll this long before sleeping (0: never)
     stats_yaml: plain      # plain: beanstalkd 1.12's bytes (name: foo); quoted: 1.13's
@@ -69,6 +70,7 @@ class Config:
     port: int = 11300  # -p PORT; 0 = let the OS pick a free port
     max_job_size: int = 65535  # -z BYTES; body bytes, clamped to JOB_SIZE_LIMIT_MAX
     shards: int = field(default_factory=_default_shards)  # --shards N; 1..MAX_SHARDS
+    serving: int = 1  # --serving N; processes that accept clients, each hosting a shard
     verbose: int = 0  # -V, repeatable; 0 = quiet, higher = more logging
     run_dir: str | None = None  # --run-dir; ipc sockets live here; None = fresh temp dir
     server_id: str = field(default_factory=_default_server_id)  # `server` key; names events
@@ -198,6 +200,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "port": ("port", _port),
     "max_job_size": ("max_job_size", _max_job_size),
     "shards": ("shards", _shards),
+    "serving": ("serving", _shards),
     "verbose": ("verbose", _count),
     "run_dir": ("run_dir", _path),
     "server_id": ("server", _word),
@@ -308,4 +311,13 @@ def load_config(
         flag = flag_names.get(name)
         where = f"flag {flag} ({FIELDS[name][0]})" if flag else f"override {name}"
         values[name] = FIELDS[name][1](where, raw, True)
-    return replace(Config(), **values)
+    config = replace(Config(), **values)
+    if config.serving > config.shards:
+        if "shards" in values:
+            raise ConfigError(
+                "serving", f"must not exceed shards ({config.shards}): each hosts one shard"
+            )
+        config = replace(config, shards=config.serving)
+    if config.serving > 1 and not config.colocate:
+        raise ConfigError("colocate", "must be true with several serving processes")
+    return config

@@ -31,7 +31,7 @@ for _path in (TESTS_DIR, REPO_ROOT / "tools"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from helpers import selftest_mode, skip_or_fail  # noqa: E402
+from helpers import Layout, layout_of, selftest_mode, skip_or_fail  # noqa: E402
 
 from shardq.bench.procs import free_port, is_listening, kill_group, terminate, wait_listening  # noqa: E402
 
@@ -82,11 +82,11 @@ def _start_beanstalkd(procs: list[subprocess.Popen[bytes]]) -> int:
     raise RuntimeError(f"could not start beanstalkd on a free port: {last_error}")
 
 
-def _start_shardq(shards: int, procs: list[subprocess.Popen[bytes]]) -> int:
+def _start_shardq(layout: Layout, procs: list[subprocess.Popen[bytes]]) -> int:
     if selftest_mode():
         return _start_beanstalkd(procs)
     cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0"]
-    cmd += ["--shards", str(shards)]
+    cmd += layout.flags()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
             cmd,
@@ -104,7 +104,8 @@ def _start_shardq(shards: int, procs: list[subprocess.Popen[bytes]]) -> int:
             err.seek(0)
             stderr = err.read().decode(errors="replace")
             pytest.fail(
-                f"shardq --shards {shards} did not print 'shardq listening on 127.0.0.1:<port>' "
+                f"shardq {' '.join(layout.flags())} did not print "
+                "'shardq listening on 127.0.0.1:<port>' "
                 f"within {SHARDQ_START_TIMEOUT} s (exit status {proc.poll()}); "
                 f"stdout: {data[:500]!r}\nstderr:\n{stderr[-4000:]}"
             )
@@ -131,12 +132,12 @@ def beanstalkd_port(start_beanstalkd: Callable[[], int]) -> int:
 
 
 @pytest.fixture
-def start_shardq() -> Iterator[Callable[[int], int]]:
-    """Factory: ``start_shardq(shards) -> port`` for a fresh shardq server."""
+def start_shardq() -> Iterator[Callable[[int | Layout], int]]:
+    """Factory: ``start_shardq(shards or Layout) -> port`` for a fresh shardq server."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(shards: int = 1) -> int:
-        return _start_shardq(shards, procs)
+    def start(shards: int | Layout = 1) -> int:
+        return _start_shardq(layout_of(shards), procs)
 
     yield start
     for proc in procs:
@@ -145,7 +146,7 @@ def start_shardq() -> Iterator[Callable[[int], int]]:
 
 
 @pytest.fixture
-def shardq_port(request: pytest.FixtureRequest, start_shardq: Callable[[int], int]) -> int:
+def shardq_port(request: pytest.FixtureRequest, start_shardq: Callable[[int | Layout], int]) -> int:
     """Port of a fresh shardq; the shard count comes from an indirect param (default 1)."""
     shards = getattr(request, "param", 1)
     return start_shardq(shards)

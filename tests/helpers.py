@@ -22,7 +22,7 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import NamedTuple, NoReturn, TypeVar
 from zlib import crc32
 
 import pytest
@@ -60,6 +60,31 @@ class UnexpectedData(AssertionError):
     def __init__(self, message: str, received: bytes) -> None:
         super().__init__(f"{message}: {received[:300]!r}")
         self.received = received
+
+
+class Layout(NamedTuple):
+    """How a test's shardq server is laid out: shards, and serving processes (each hosts
+    one shard and accepts clients). Its str() is the pytest id: ``shards4``,
+    ``shards4-serving2``."""
+
+    shards: int
+    serving: int = 1
+
+    def __str__(self) -> str:
+        return f"shards{self.shards}" + (f"-serving{self.serving}" if self.serving > 1 else "")
+
+    def flags(self) -> list[str]:
+        return ["--shards", str(self.shards), "--serving", str(self.serving)]
+
+
+#: The layouts the differential, concurrency and crash tests run against: one serving
+#: process with one and four shards, and two serving processes over four shards (two of
+#: them hosted, two in shard processes of their own).
+LAYOUTS = (Layout(1), Layout(4), Layout(4, 2))
+
+
+def layout_of(shards: int | Layout) -> Layout:
+    return shards if isinstance(shards, Layout) else Layout(shards)
 
 
 def selftest_mode() -> bool:

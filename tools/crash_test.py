@@ -289,20 +289,23 @@ def _shard_round(
 def _acceptor_round(
     server: Server, load: Load, ledger: Ledger, seconds: float, tag: str, rng: random.Random
 ) -> Result:
-    """SIGKILL the acceptor (which, colocated, also runs shard 0): its clients lose their
-    connections, the supervisor restarts it, shard 0 replays its log; drain that server."""
+    """SIGKILL a serving process (acceptor; colocated, it also runs a shard), one picked at
+    random when there are several: its clients lose their connections, the supervisor
+    restarts it, its shard replays its log; drain that server."""
     assert server.proc is not None
     time.sleep(seconds * rng.uniform(0.6, 1.0))
-    victim = role_pids(server.proc.pid).get("acceptor")
-    if victim is None:
+    serving = {r: p for r, p in role_pids(server.proc.pid).items() if r.startswith("acceptor")}
+    if not serving:
         raise RuntimeError("no acceptor process found (is this a shardq server?)")
+    role = rng.choice(sorted(serving))
+    victim = serving[role]
     load.killed.set()
     os.kill(victim, signal.SIGKILL)
     load.join()
     deadline = time.monotonic() + 15
-    while role_pids(server.proc.pid).get("acceptor") in (None, victim):
+    while role_pids(server.proc.pid).get(role) in (None, victim):
         if time.monotonic() > deadline:
-            ledger.error("the acceptor was not restarted within 15 s")
+            ledger.error(f"{role} was not restarted within 15 s")
             break
         time.sleep(0.02)
     found, left = drain(server.port)  # waits in the listen backlog until it serves

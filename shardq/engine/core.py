@@ -48,6 +48,8 @@ class EngineCore:
         self.wall_offset = 0  #: wall-clock ns minus monotonic ns, set by the shell each turn
         self.live_bytes = 0  #: about what the live jobs take in the log (for compaction)
         self.log_stats: dict[str, int] = {}  #: binlog-* stats, kept by the shell
+        #: origin (serving process) -> tube -> [using, watching] of its connections
+        self.origin_refs: dict[int, dict[str, list[int]]] = {}
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -69,11 +71,20 @@ class EngineCore:
             if last.order > tube.order:
                 last.order = tube.order
 
-    def ref(self, name: str, using: int, watching: int, now: int) -> None:
-        """A connection started or stopped using or watching a tube."""
+    def ref(self, name: str, using: int, watching: int, now: int, origin: int = 0) -> None:
+        """A connection of serving process `origin` started or stopped using or watching a
+        tube (counted per origin too, so a restarted process's references can be dropped)."""
         tube = self.ensure_tube(name, now)
         tube.using += using
         tube.watching += watching
+        refs = self.origin_refs.setdefault(origin, {})
+        counts = refs.get(name)
+        if counts is None:
+            counts = refs[name] = [0, 0]
+        counts[0] += using
+        counts[1] += watching
+        if not counts[0] and not counts[1]:
+            del refs[name]
         self._gc(tube)
 
     def list_tubes(self) -> list[tuple[tuple[int, int], str]]:

@@ -8,7 +8,7 @@ declines it. Connections that close or come back after a restart are handled her
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, WAITING, EngineCore
@@ -229,10 +229,24 @@ class Reserving(EngineCore):
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(deadline + 1, T_TTR, job.id)
 
-    def forget_connections(self, now: int) -> None:
-        """The acceptor restarted: its connections are gone; free their jobs and tubes."""
-        for conn in list(self.owned) + [w.conn for w in self.waiters.values()]:
-            self.disconnect(conn, now)
-        for tube in list(self.tubes.values()):
-            tube.using = tube.watching = 0
-            self._gc(tube)
+    def forget_connections(
+        self, now: int, origin: int | None = None, belongs: Callable[[int], bool] | None = None
+    ) -> None:
+        """A serving process restarted: its connections are gone; free their jobs, waiters
+        and tube references. `origin` names the process and `belongs` tells its connection
+        ids; with neither, every connection of every process is forgotten."""
+        conns = set(self.owned) | {w.conn for w in self.waiters.values()}
+        for conn in sorted(conns):
+            if belongs is None or belongs(conn):
+                self.disconnect(conn, now)
+        if origin is None:
+            dropped = {name: [t.using, t.watching] for name, t in self.tubes.items()}
+            self.origin_refs.clear()
+        else:
+            dropped = self.origin_refs.pop(origin, {})
+        for name, (using, watching) in dropped.items():
+            tube = self.tubes.get(name)
+            if tube is not None:
+                tube.using -= using
+                tube.watching -= watching
+                self._gc(tube)

@@ -7,7 +7,8 @@ back with `parse` (argparse, named options), so the two cannot drift apart::
     ... child shard INDEX --run-dir=D --shards=N --server-id=X [--events-dir=E]
                           [--wal-dir=W --segment-bytes=B --fsync-ms=MS]
     ... child acceptor --listen-fd=FD --run-dir=D --shards=N --max-job-size=Z
-                       [--ready-fd=FD] [--draining] [--host=INDEX SHARD-OPTIONS]
+                       [--index=I --serving=N] [--ready-fd=FD] [--draining]
+                       [--host=INDEX SHARD-OPTIONS]
 
 Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`).
 The role is the first word after the module and a shard's index the second: `role_of`
@@ -77,8 +78,8 @@ def child_argv(role: str, *positional: object, **options: object) -> list[str]:
 
 
 def role_of(cmdline: Sequence[str]) -> str | None:
-    """'coordinator', 'acceptor' or 'shard <i>' from a child's command line; None for any
-    other process."""
+    """'coordinator', 'acceptor' (or 'acceptor <i>' with several serving processes) or
+    'shard <i>' from a child's command line; None for any other process."""
     args = list(cmdline)
     if MODULE not in args:
         return None
@@ -87,6 +88,10 @@ def role_of(cmdline: Sequence[str]) -> str | None:
         return None
     if rest[0] == "shard":
         return f"shard {rest[1]}" if len(rest) > 1 else None
+    if rest[0] == "acceptor":
+        options = dict(a[2:].split("=", 1) for a in rest if a.startswith("--") and "=" in a)
+        if int(options.get("serving", 1)) > 1:
+            return f"acceptor {options.get('index', 0)}"
     return rest[0]
 
 
@@ -125,6 +130,8 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
+    acceptor.add_argument("--index", type=int, default=0, help="which serving process")
+    acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
     _add_shard_store(acceptor)  # of the hosted shard
     return top
 
@@ -141,7 +148,9 @@ def wal_args(args: argparse.Namespace) -> list[str]:
 
 
 def role_label(args: argparse.Namespace) -> str:
-    return f"shard {args.index}" if args.role == "shard" else str(args.role)
+    if args.role == "shard" or (args.role == "acceptor" and args.serving > 1):
+        return f"{args.role} {args.index}"
+    return str(args.role)
 
 
 # ---------------------------------------------------------------------- the roles
@@ -177,6 +186,8 @@ def run_acceptor(args: argparse.Namespace) -> None:
         args.draining,
         hosted,
         args.poll_us,
+        args.index,
+        args.serving,
     )
 
 

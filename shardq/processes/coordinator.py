@@ -51,12 +51,15 @@ class BlockTable:
     """Which shard each leased id block belongs to, in an append-only file.
 
     One line per lease, "<block> <shard>", fsynced before the block is handed out: an id
-    is never handed out twice, and after a restart the acceptor can still route every id
-    it handed out before.
+    is never handed out twice. A shard is leased only blocks b with ``b % shards ==
+    shard`` (routing.block_shard), above every block leased before, so each serving
+    process routes every new id by that rule alone; blocks of older logs keep the owner
+    the file names (the serving processes load the table at start).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, shards: int) -> None:
         self.path = path
+        self.shards = shards
         self.blocks: dict[int, int] = {}
         try:
             with open(path) as f:
@@ -66,15 +69,17 @@ class BlockTable:
                         self.blocks[int(parts[0])] = int(parts[1])
         except FileNotFoundError:
             pass
-        self.next_block = max(self.blocks, default=-1) + 1
+        first = max(self.blocks, default=-1) + 1
+        #: shard -> the next block it may be leased
+        self.cursor = [first + (shard - first) % shards for shard in range(shards)]
 
     def lease(self, shard: int) -> int:
-        block = self.next_block
+        block = self.cursor[shard]
         with open(self.path, "a") as f:
             f.write(f"{block} {shard}\n")
             f.flush()
             os.fsync(f.fileno())
-        self.next_block += 1
+        self.cursor[shard] = block + self.shards
         self.blocks[block] = shard
         return block
 
@@ -91,7 +96,7 @@ class Coordinator:
             s.linger = 0
             s.connect(f"ipc://{run_dir}/shard-{i}")
             self.shards.append(s)
-        self.ids = BlockTable(os.path.join(state_dir, "id-blocks"))
+        self.ids = BlockTable(os.path.join(state_dir, "id-blocks"), shards)
         self.gathers: dict[int, Gather] = {}
         self.next_rid = 1
         self.started = time.monotonic()
@@ -143,10 +148,12 @@ class Coordinator:
             body = yaml_list(name for _, name in tubes)
         self.front.send_multipart([gather.peer, wire.pack([[gather.rid, body]])])
 
-    def stats(self, acc: dict[str, Any], parts: list[list[Any]]) -> bytes:
-        """Sum the shards' counts and merge the acceptor's fields into beanstalkd's order."""
+    def stats(self, asker: dict[str, Any], parts: list[list[Any]]) -> bytes:
+        """Sum the shards' counts and the serving processes' fields (from the asker, when
+        it hosts no shard, and from every hosted shard's answer) in beanstalkd's order."""
         counts: dict[str, int] = {}
-        utime, stime = acc.pop("rusage-utime"), acc.pop("rusage-stime")
+        acc = merge_fields([asker, *(part[3] for part in parts if len(part) > 3)])
+        utime, stime = acc.pop("rusage-utime", 0.0), acc.pop("rusage-stime", 0.0)
         for part in parts:
             for key, value in part[0].items():
                 if key == "binlog-oldest-index":  # file indexes: the oldest and newest of all
@@ -207,6 +214,21 @@ class Coordinator:
                             self.on_front(frames[0], item)
                         else:
                             self.on_shard(index_of[sock], item)
+
+
+def merge_fields(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The serving processes' stats fields as one: counters summed, `draining` if any
+    drains, `max-job-size` as configured (the same in each)."""
+    merged: dict[str, Any] = {}
+    for fields in parts:
+        for key, value in fields.items():
+            if key == "draining":
+                merged[key] = merged.get(key, False) or value
+            elif key == "max-job-size":
+                merged[key] = value
+            else:
+                merged[key] = merged.get(key, 0) + value
+    return merged
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -19,6 +19,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -60,6 +61,8 @@ class ShardCore:
         if wal is not None:
             self.recover(wal)
         self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
+        #: the hosting serving process's part of `stats`, added to COUNTS (None: not hosted)
+        self.host_fields: Callable[[], dict[str, Any]] | None = None
 
     def recover(self, wal: Wal) -> None:
         """Rebuild the engine from the log before serving anything, then log from here on."""
@@ -130,6 +133,9 @@ class ShardCore:
             if payload is None or payload[0] == WAITING:  #: answered later as an event
                 self.waiting_peer[rid] = peer
             return payload
+        if op == ops.COUNTS and self.host_fields is not None:
+            counts = ops.op_counts(self.engine, conn, args, now)
+            return [*counts, self.host_fields()]
         if op == ops.CANCEL:
             if self.engine.cancel(rid):
                 self.waiting_peer.pop(rid, None)

@@ -31,13 +31,16 @@ PEEK_BURIED    tube                                   [reply]
 KICK           tube, bound                            [reply]
 STATS_TUBE     tube                                   [reply]
 PAUSE_TUBE     tube, delay                            [reply]
-REF            tube, d_using, d_watching              [] (an acknowledgement)
+REF            tube, d_using, d_watching              [] (an acknowledgement; counted
+                                                      per origin of `conn`)
 DISCONNECT     (none)                                 no reply
-COUNTS         (none)                                 [counts dict, utime, stime]
+COUNTS         (none)                                 [counts dict, utime, stime] and,
+                                                      from a hosted shard, the serving
+                                                      process's stats fields
 LIST           (none)                                 [[order, name], ...]
 REASSERT       job id, TTR deadline                   no reply (re-reserve after restart)
-RESET          (none)                                 no reply (a new acceptor: forget
-                                                      every connection of the old one)
+RESET          (none; conn = the process's index)     no reply (a restarted serving
+                                                      process: forget its connections)
 =============  =====================================  ==============================
 """
 
@@ -47,6 +50,7 @@ import resource
 from collections.abc import Callable
 from typing import Any
 
+from shardq.cluster.routing import origin_of
 from shardq.engine.engine import Engine
 
 Handler = Callable[[Engine, int, list[Any], int], list[Any] | None]
@@ -173,7 +177,7 @@ REF = 20
 
 def op_ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
     tube, d_using, d_watching = a
-    e.ref(tube, d_using, d_watching, now)
+    e.ref(tube, d_using, d_watching, now, origin_of(conn))
     return []  # an acknowledgement
 
 
@@ -218,7 +222,13 @@ RESET = 25
 
 
 def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.forget_connections(now)
+    """`conn` is the restarted serving process's index (its connection ids' origin)."""
+    origin = origin_of(conn)
+
+    def belongs(conn_id: int) -> bool:
+        return origin_of(conn_id) == origin
+
+    e.forget_connections(now, origin, belongs)
 
 
 LIST = 23

@@ -1,7 +1,7 @@
 """The supervisor: binds the port, starts every process, restarts the ones that die.
 
-It binds the listening socket itself and passes it to the acceptor, so a restarted
-acceptor keeps the same port and `-p 0` is resolved before anything else starts.
+It binds the listening socket itself and passes it to every serving process (acceptor),
+so a restarted one keeps the same port and `-p 0` is resolved before anything else starts.
 Signals become actions: SIGTERM/SIGINT stop everything (children get SIGTERM, then
 SIGKILL after a grace period) and remove the ipc socket files; SIGUSR1 puts the
 server in drain mode; SIGHUP is logged (reload is not supported yet).
@@ -116,20 +116,28 @@ class Supervisor:
             **self.common_options(),
         )
         self.children = [Child("coordinator", coordinator)]
+        hosted = {self.hosted_shard(i) for i in range(config.serving)}
         self.children += [
             Child(f"shard {i}", child_argv("shard", i, **self.common_options(), **self.store(i)))
             for i in range(config.shards)
-            if i != self.hosted_shard()
+            if i not in hosted
         ]
         fd = self.listener.fileno()
         self.ready_r, self.ready_w = os.pipe()
-        argv = self.acceptor_argv(self.ready_w)
-        self.acceptor = Child("acceptor", argv, pass_fds=(fd, self.ready_w))
-        self.children.append(self.acceptor)
+        self.acceptors = [
+            Child(
+                "acceptor" if config.serving == 1 else f"acceptor {i}",
+                self.acceptor_argv(i, self.ready_w),
+                pass_fds=(fd, self.ready_w),
+            )
+            for i in range(config.serving)
+        ]
+        self.children += self.acceptors
 
-    def hosted_shard(self) -> int | None:
-        """The shard the acceptor runs in its own process (`colocate`): shard 0, or none."""
-        return 0 if self.config.colocate else None
+    def hosted_shard(self, index: int) -> int | None:
+        """The shard serving process `index` runs in its own process (`colocate`): shard
+        `index`, or none."""
+        return index if self.config.colocate else None
 
     def common_options(self) -> dict[str, object]:
         """What every child is told: the run directory, the shard count, the -V count."""
@@ -151,10 +159,12 @@ class Supervisor:
             options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
         return options
 
-    def acceptor_argv(self, ready_fd: int) -> list[str]:
-        hosted = self.hosted_shard()
+    def acceptor_argv(self, index: int, ready_fd: int) -> list[str]:
+        hosted = self.hosted_shard(index)
         return child_argv(
             "acceptor",
+            index=index,
+            serving=self.config.serving,
             listen_fd=self.listener.fileno(),
             max_job_size=self.config.max_job_size,
             poll_us=self.config.poll_us,
@@ -169,9 +179,10 @@ class Supervisor:
             self.stopping = True
         elif signum == signal.SIGUSR1:
             self.draining = True
-            self.acceptor.extra = ["--draining"]
-            if self.acceptor.proc is not None:
-                self.acceptor.proc.send_signal(signal.SIGUSR1)
+            for acceptor in self.acceptors:
+                acceptor.extra = ["--draining"]
+                if acceptor.proc is not None:
+                    acceptor.proc.send_signal(signal.SIGUSR1)
         elif signum == signal.SIGHUP:
             log.warning("SIGHUP: configuration reload is not supported yet; ignored")
 
@@ -185,7 +196,13 @@ class Supervisor:
                 return 1
             host, port = self.listener.getsockname()[:2]
             print(LISTENING.format(host=host, port=port), flush=True)
-            log.info("pid %d, %d shards, run dir %s", os.getpid(), self.config.shards, self.run_dir)
+            log.info(
+                "pid %d, %d shards, %d serving processes, run dir %s",
+                os.getpid(),
+                self.config.shards,
+                self.config.serving,
+                self.run_dir,
+            )
             while not self.stopping:
                 time.sleep(CHECK_PERIOD_S)
                 self.restart_dead()
@@ -194,17 +211,22 @@ class Supervisor:
         return 0
 
     def wait_ready(self) -> bool:
-        """Wait until the acceptor reaches every process, so "listening" means serving."""
+        """Wait until every serving process reaches every process, so "listening" means
+        serving (each writes one line to the start-up pipe)."""
         os.close(self.ready_w)
-        # a restarted acceptor has no start-up pipe to write to
-        self.acceptor.argv = self.acceptor_argv(-1)
-        self.acceptor.pass_fds = (self.listener.fileno(),)
+        for i, acceptor in enumerate(self.acceptors):
+            # a restarted serving process has no start-up pipe to write to
+            acceptor.argv = self.acceptor_argv(i, -1)
+            acceptor.pass_fds = (self.listener.fileno(),)
         deadline = time.monotonic() + START_TIMEOUT_S
+        lines = 0
         while not self.stopping and time.monotonic() < deadline:
             ready, _, _ = select.select([self.ready_r], [], [], CHECK_PERIOD_S)
-            if ready and os.read(self.ready_r, 64):
-                os.close(self.ready_r)
-                return True
+            if ready:
+                lines += os.read(self.ready_r, 4096).count(b"\n")
+                if lines >= len(self.acceptors):
+                    os.close(self.ready_r)
+                    return True
             self.restart_dead()
         log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
         return False
@@ -226,7 +248,8 @@ class Supervisor:
     def stop(self) -> None:
         """The acceptor first (no new commands), then the shards (they sync their logs)."""
         deadline = time.monotonic() + STOP_GRACE_S
-        for group in ([self.acceptor], [c for c in self.children if c is not self.acceptor]):
+        rest = [c for c in self.children if c not in self.acceptors]
+        for group in (self.acceptors, rest):
             live = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
             for proc in live:
                 proc.send_signal(signal.SIGTERM)

@@ -42,7 +42,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import READ_DEADLINE, connect, expect_eof, expect_silence, read_replies, send
+from helpers import (
+    LAYOUTS,
+    READ_DEADLINE,
+    Layout,
+    connect,
+    expect_eof,
+    expect_silence,
+    layout_of,
+    read_replies,
+    send,
+)
 
 from .normalise import IGNORED_KEYS, IdMap, job_id_in, normalise_unit
 
@@ -50,7 +60,7 @@ from .normalise import IGNORED_KEYS, IdMap, job_id_in, normalise_unit
 RACY_CONNECTION_KEYS = frozenset(
     {"total-connections", "current-connections", "current-producers", "current-workers"}
 )
-SHARD_COUNTS = (1, 4)
+SHARD_COUNTS = LAYOUTS
 
 
 # --------------------------------------------------------------------------- steps
@@ -136,15 +146,15 @@ class Session:
     steps: tuple[Step, ...]
     #: Extra stats keys to ignore (only where the value is inherently racy).
     ignore: frozenset[str] = frozenset()
-    #: Shard counts this session is compared for (see test_shardq_fixes.py for the rest).
-    shards: tuple[int, ...] = SHARD_COUNTS
+    #: Layouts this session is compared for (see test_shardq_fixes.py for the rest).
+    shards: tuple[int | Layout, ...] = SHARD_COUNTS
 
 
 def session(
     name: str,
     *steps: Step | Sequence[Step],
     ignore: Iterable[str] = (),
-    shards: tuple[int, ...] = SHARD_COUNTS,
+    shards: tuple[int | Layout, ...] = SHARD_COUNTS,
 ) -> Session:
     flat: list[Step] = []
     for s in steps:
@@ -275,8 +285,8 @@ def _run_step(
 
 
 def differential_params(sessions: Iterable[Session]) -> list:
-    """pytest params ``(session, shards)`` for every session and supported shard count."""
-    return [pytest.param(s, n, id=f"{s.name}-shards{n}") for s in sessions for n in s.shards]
+    """pytest params ``(session, layout)`` for every session and supported layout."""
+    return [pytest.param(s, n, id=f"{s.name}-{layout_of(n)}") for s in sessions for n in s.shards]
 
 
 def check_oracle(t: Transcript, sess: Session) -> None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import connect, expect_silence, read_replies, selftest_mode, send
+from helpers import LAYOUTS, Layout, connect, expect_silence, read_replies, selftest_mode, send
 
 BAD = b"BAD_FORMAT\r\n"
 USING = b"USING default\r\n"
@@ -47,8 +47,8 @@ def detects_beanstalkd_bug(fn: Callable[..., None]) -> Callable[..., None]:
     return wrapper
 
 
-@pytest.fixture(params=[1, 4], ids=lambda n: f"shards{n}")
-def port(request: pytest.FixtureRequest, start_shardq: Callable[[int], int]) -> int:
+@pytest.fixture(params=LAYOUTS, ids=str)
+def port(request: pytest.FixtureRequest, start_shardq: Callable[[Layout], int]) -> int:
     return start_shardq(request.param)
 
 

@@ -1,4 +1,5 @@
-"""Many producers and consumers over 12 tubes spread across 4 shards.
+"""Many producers and consumers over 12 tubes spread across 4 shards, served by one and by
+two serving processes.
 
 Producers put ~2,000 jobs, each body a unique token. Consumers watch random tube sets
 (spanning shards), reserve with timeouts, and randomly delete, release (some with a
@@ -27,7 +28,7 @@ from zlib import crc32
 
 import pytest
 from concurrency_run import CONSUMERS, HARD_DEADLINE, N_JOBS, PRODUCERS, SHARDS, TUBES, Hold, Run
-from helpers import connect, read_replies, send
+from helpers import Layout, connect, read_replies, send
 
 REPEAT = int(os.environ.get("SHARDQ_CONCURRENCY_REPEAT", "1"))
 
@@ -47,10 +48,11 @@ def test_tubes_span_every_shard():
     assert {crc32(t.encode()) % SHARDS for t in TUBES} == set(range(SHARDS))
 
 
+@pytest.mark.parametrize("serving", [1, 2], ids=["serving1", "serving2"])
 @pytest.mark.parametrize("round_", range(REPEAT))
-def test_many_producers_and_consumers(start_shardq, round_):
+def test_many_producers_and_consumers(start_shardq, round_, serving):
     seed = int(os.environ.get("SHARDQ_CONCURRENCY_SEED", random.randrange(1 << 30))) + round_
-    port = start_shardq(SHARDS)
+    port = start_shardq(Layout(SHARDS, serving))
     run = Run(port, seed)
     per = N_JOBS // PRODUCERS
     threads = [run.guarded(f"producer-{i}", run.producer, i, per) for i in range(PRODUCERS)]

@@ -20,18 +20,21 @@ from pathlib import Path
 import crash_test
 import pytest
 from crash_load import Client
-from helpers import skip_or_fail, wal_args
+from helpers import Layout, skip_or_fail, wal_args
 
 from shardq.bench.procs import kill_group, tracer_pid, wait_group_gone
 
 STRACE_HINT = "needs strace to kill the shard at its fsync: apt-get install -y strace"
 REPEAT = max(1, int(os.environ.get("SHARDQ_CRASH_REPEAT", "1") or 1))
 CRASH_SECONDS = 2.5  #: load time per crash round (a round, restart included, stays < 30 s)
+#: one serving process over two shards (one in a shard process); two over four (two hosted,
+#: two in shard processes)
+CRASH_LAYOUTS = (Layout(2), Layout(4, 2))
 
 
-def crash_template(shards: int = 2) -> str:
+def crash_template(layout: Layout = CRASH_LAYOUTS[0]) -> str:
     serve = "-m shardq serve -l 127.0.0.1 -p {port} -b {dir} -f 0"
-    return f"{sys.executable} {serve} --shards {shards}"
+    return f"{sys.executable} {serve} {' '.join(layout.flags())}"
 
 
 def wait_exit(proc: subprocess.Popen, timeout: float = 15.0) -> int:
@@ -229,11 +232,11 @@ def test_other_shard_count_is_refused(shardq_server, shardq_launch, tmp_path: Pa
     c.close()
 
 
-def _crash_rounds(tmp_path: Path, kill: str) -> None:
+def _crash_rounds(tmp_path: Path, kill: str, layout: Layout) -> None:
     lines, failures = [], []
     for i in range(REPEAT):
         r = crash_test.run_round(
-            crash_template(2), CRASH_SECONDS, kill, workdir=tmp_path, label=f"t{i}"
+            crash_template(layout), CRASH_SECONDS, kill, workdir=tmp_path, label=f"t{i}"
         )
         lines.append(r.line(f"{kill} round {i + 1}"))
         if not r.ok:
@@ -243,22 +246,25 @@ def _crash_rounds(tmp_path: Path, kill: str) -> None:
     assert not failures, "\n".join(failures)
 
 
-def test_crash_whole_server_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", CRASH_LAYOUTS, ids=str)
+def test_crash_whole_server_sigkill(tmp_path: Path, layout: Layout) -> None:
     """Producers and consumers under load, every process SIGKILLed, restart, drain."""
-    _crash_rounds(tmp_path, "group")
+    _crash_rounds(tmp_path, "group", layout)
 
 
-def test_crash_one_shard_sigkill(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", CRASH_LAYOUTS, ids=str)
+def test_crash_one_shard_sigkill(tmp_path: Path, layout: Layout) -> None:
     """One shard SIGKILLed under load: clients see a delay, never an error; nothing lost,
     nothing run twice."""
-    _crash_rounds(tmp_path, "shard")
+    _crash_rounds(tmp_path, "shard", layout)
 
 
-def test_crash_acceptor_sigkill(tmp_path: Path) -> None:
-    """The acceptor, which also runs shard 0, SIGKILLed under load: the supervisor restarts
-    it, shard 0 replays its log; nothing acknowledged is lost or comes back, nothing is
-    duplicated."""
-    _crash_rounds(tmp_path, "acceptor")
+@pytest.mark.parametrize("layout", CRASH_LAYOUTS, ids=str)
+def test_crash_acceptor_sigkill(tmp_path: Path, layout: Layout) -> None:
+    """A serving process (acceptor), which also runs a shard, SIGKILLed under load: the
+    supervisor restarts it, its shard replays its log; nothing acknowledged is lost or
+    comes back, nothing is duplicated."""
+    _crash_rounds(tmp_path, "acceptor", layout)
 
 
 @pytest.mark.parametrize(("op", "expect"), [("delete", b"DELETED"), ("bury", b"BURIED")])

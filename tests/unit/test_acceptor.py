@@ -111,7 +111,8 @@ def test_the_first_put_waits_for_a_lease_then_gets_id_1(acceptor: Acceptor) -> N
     assert lease[0] == wire.LEASE and lease[3:] == [0]
     acceptor.on_replies([[lease[1], 0]])  # the coordinator leases block 0: ids 1..1024
     assert acceptor.take_id(0) == 1
-    assert acceptor.job_shard(1) == 0 and acceptor.job_shard(1025) is None
+    assert acceptor.job_shard(1) == 0  # leased here
+    assert acceptor.job_shard(1025) == 0  # not leased here: by the rule (block 1 % 1 shard)
     acceptor.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
     (put,) = sent(acceptor, 0) or [None]
     assert put is not None and put[0] == ops.PUT and put[3] == 2  # the next id

@@ -9,7 +9,7 @@ import selectors
 import socket
 from typing import TYPE_CHECKING
 
-from shardq.cluster.routing import tube_shard
+from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 RECV_BYTES = 256 * 1024
+ACCEPT_ALL = 1 << 30  #: one serving process: take every waiting connection at once
+ACCEPT_SHARE = 2  #: several: at most this many per turn (see accept)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,11 @@ def write(self: Acceptor, conn: Conn) -> None:
 
 
 def accept(self: Acceptor) -> None:
-    while True:
+    """Take the connections waiting on the shared listening socket. With several serving
+    processes at most ACCEPT_SHARE per turn: the others are woken too, and a process
+    that is busy comes back for more only after a turn, so new connections go mostly to
+    the processes with time for them instead of all to whichever woke first."""
+    for _ in range(ACCEPT_SHARE if self.serving > 1 else ACCEPT_ALL):
         try:
             sock, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
@@ -77,7 +83,7 @@ def accept(self: Acceptor) -> None:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Conn(self.next_conn, sock, self.max_job_size)
-        self.next_conn += 1
+        self.next_conn += MAX_SERVING
         self.total_connections += 1
         self.conns[conn.id] = conn
         self.sel.register(sock, selectors.EVENT_READ, conn)

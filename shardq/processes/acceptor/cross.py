@@ -53,8 +53,7 @@ def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> Non
     """A reserve on the hosted shard, at once: answered now, or a waiter the engine
     answers later (take_events in run_hosted) under this rid."""
     assert self.hosted is not None
-    rid = self.next_rid
-    self.next_rid += 1
+    rid = self.new_rid()
     reply = self.hosted.core.handle(LOCAL, [ops.RESERVE, rid, conn.id, *args], now)
     if reply is None:
         self.pending[rid] = (conn, self.on_reserved)

@@ -172,23 +172,32 @@ def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
     self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, -1], done)
 
 
-def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    utime, stime = usage.ru_utime, usage.ru_stime
-    if self.hosted is not None:
-        utime = stime = 0.0  # the hosted shard's COUNTS already report this process
-    fields = {
+def connection_fields(self: Acceptor) -> dict[str, Any]:
+    """This process's part of `stats`: its command counters and connections. A hosted
+    shard adds them to its COUNTS answer (ShardCore.host_fields), so the coordinator sums
+    every serving process's part, exact as of when each answered."""
+    conns = self.conns.values()
+    return {
         **self.stats,
         "max-job-size": self.max_job_size,
         "current-connections": len(self.conns),
-        "current-producers": sum(k.producer for k in self.conns.values()),
-        "current-workers": sum(k.worker for k in self.conns.values()),
-        "current-waiting": sum(k.waiting is not None for k in self.conns.values()),
+        "current-producers": sum(k.producer for k in conns),
+        "current-workers": sum(k.worker for k in conns),
+        "current-waiting": sum(k.waiting is not None for k in conns),
         "total-connections": self.total_connections,
         "draining": self.draining,
-        "rusage-utime": utime,
-        "rusage-stime": stime,
     }
+
+
+def do_stats(self: Acceptor, conn: Conn, cmd: c.Stats) -> None:
+    fields: dict[str, Any] = {}  # with a hosted shard its COUNTS answer carries them
+    if self.hosted is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        fields = {
+            **self.connection_fields(),
+            "rusage-utime": usage.ru_utime,
+            "rusage-stime": usage.ru_stime,
+        }
     self.forward(conn, COORDINATOR, wire.STATS, [fields])
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from shardq.cluster import wire
-from shardq.cluster.routing import ID_BLOCK, block_ids, id_block, tube_shard
+from shardq.cluster.routing import ID_BLOCK, block_ids, block_shard, id_block, tube_shard
 from shardq.processes.acceptor.conn import COORDINATOR
 
 if TYPE_CHECKING:
@@ -76,5 +76,9 @@ def on_lease(self: Acceptor, shard: int, block: int) -> None:
             self.internal_error(None, f"a put resumed by the lease of block {block}")
 
 
-def job_shard(self: Acceptor, job_id: int) -> int | None:
-    return self.blocks.get(id_block(job_id))
+def job_shard(self: Acceptor, job_id: int) -> int:
+    """The shard of an id: its block's, from the table of blocks leased before the rule
+    (routing.block_shard) or by this process, else by the rule."""
+    block = id_block(job_id)
+    shard = self.blocks.get(block)
+    return block_shard(block, self.shard_count) if shard is None else shard

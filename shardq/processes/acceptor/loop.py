@@ -36,6 +36,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from shardq.cluster import wire
+from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
 from shardq.processes import lifeline
 from shardq.processes.acceptor import clients, cross, handlers, ids, peers
@@ -53,6 +54,7 @@ SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many bus
 class Acceptor:
     # the rooms' functions, as methods (each room is a module of functions taking the acceptor)
     _dealer = peers._dealer
+    new_rid = peers.new_rid
     request = peers.request
     cancel = peers.cancel
     call = peers.call
@@ -105,6 +107,7 @@ class Acceptor:
     do_watch = handlers.do_watch
     do_ignore = handlers.do_ignore
     do_stats = handlers.do_stats
+    connection_fields = handlers.connection_fields
 
     def __init__(
         self,
@@ -113,7 +116,11 @@ class Acceptor:
         shards: int,
         max_job_size: int,
         hosted: ShardCore | None = None,
+        index: int = 0,
+        serving: int = 1,
     ) -> None:
+        self.index = index  # this serving process among `serving` (the origin of its ids)
+        self.serving = serving
         self.listener = socket.socket(fileno=listen_fd)
         self.listener.setblocking(False)
         self.shard_count = shards
@@ -129,6 +136,7 @@ class Acceptor:
         if hosted is not None:
             self.hosted_index = hosted.index
             self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
+            hosted.host_fields = self.connection_fields
             hosted_sock = self.hosted.sock
             self.sel.register(
                 cast(int, hosted_sock.getsockopt(zmq.FD)), selectors.EVENT_READ, hosted_sock
@@ -155,8 +163,10 @@ class Acceptor:
         # only these need asking for input before the loop sleeps (each ask is 2 syscalls).
         self.touched: set[zmq.Socket] = set(zsocks)
         self.conns: dict[int, Conn] = {}
-        self.next_conn = time.time_ns() // 1000  # unique across acceptor restarts
-        self.next_rid = 1
+        # connection ids and rids carry this process's index (routing.origin_of); connection
+        # ids start at the clock so they are unique across restarts too
+        self.next_conn = tagged(time.time_ns() // 1000, index)
+        self.next_rid = tagged(1, index)
         self.pending: dict[int, tuple[Conn | None, Done]] = {}
         self.cross: dict[int, CrossReserve] = {}
         self.outq: dict[int, list[list[Any]]] = {}
@@ -180,7 +190,7 @@ class Acceptor:
         self.spin_backoff = 1  # how many turns the next miss makes it sit out
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
         self.blocks_loaded = False
-        self.serving = False  # accepting clients: only once the id-block table is loaded
+        self.accepting = False  # accepting clients: only once the id-block table is loaded
 
     def turn(self) -> None:
         timeout = lifeline.CHECK_EVERY_S
@@ -309,10 +319,12 @@ def main(
     draining: bool,
     hosted: ShardCore | None = None,
     poll_us: int = 100,
+    index: int = 0,
+    serving: int = 1,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size, hosted)
+    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size, hosted, index, serving)
     acceptor.spin_s = poll_us / 1e6
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from shardq.cluster import wire
+from shardq.cluster.routing import MAX_SERVING
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
 from shardq.processes import shard_ops as ops
@@ -32,11 +33,17 @@ def _dealer(self: Acceptor) -> zmq.Socket:
     return s
 
 
+def new_rid(self: Acceptor) -> int:
+    """A request id unique across serving processes (its low bits: this one's index)."""
+    rid = self.next_rid
+    self.next_rid += MAX_SERVING
+    return rid
+
+
 def request(
     self: Acceptor, target: int, op: int, conn: Conn | None, args: list[Any], done: Done | None
 ) -> int:
-    rid = self.next_rid
-    self.next_rid += 1
+    rid = self.new_rid()
     if done is not None and conn is not None:
         self.pending[rid] = (conn, done)
     req = [op, rid, conn.id if conn else 0, *args]
@@ -102,8 +109,9 @@ def on_monitor(self: Acceptor, target: int, event: int) -> None:
     self.up[target] = True
     if target in self.seen_up:
         self.resync(target)
-    elif target != COORDINATOR:  # first contact: drop what a previous acceptor left there
-        self.outq.setdefault(target, []).insert(0, [ops.RESET, 0, 0])
+    elif target != COORDINATOR:
+        # first contact: drop what this process's previous life left there
+        self.outq.setdefault(target, []).insert(0, [ops.RESET, 0, self.index])
     else:
         rid = self.request(COORDINATOR, wire.BLOCKS, None, [], None)
         self.pending[rid] = (None, lambda _c, p: self.on_blocks(p[0]))
@@ -122,9 +130,9 @@ def on_blocks(self: Acceptor, table: list[list[int]]) -> None:
 def maybe_ready(self: Acceptor) -> None:
     """Once every process is reachable and every id routable, start taking connections
     (until then clients wait in the listen backlog) and tell the supervisor."""
-    if self.serving or not self.blocks_loaded or len(self.seen_up) < len(self.socks):
+    if self.accepting or not self.blocks_loaded or len(self.seen_up) < len(self.socks):
         return
-    self.serving = True
+    self.accepting = True
     self.sel.register(self.listener, selectors.EVENT_READ, None)
     if self.ready_fd >= 0:
         os.write(self.ready_fd, b"ready\n")
@@ -155,7 +163,7 @@ def resync(self: Acceptor, target: int) -> None:
                 counts.setdefault(tube, [0, 0])[1] += 1
         for tube, (using, watching) in counts.items():
             if self.shard_of(tube) == target:
-                refs.append([ops.REF, 0, 0, tube, using, watching])
+                refs.append([ops.REF, 0, self.index, tube, using, watching])
         now = time.monotonic_ns()
         for conn in self.conns.values():
             for job_id, deadline in conn.reserved.items():
