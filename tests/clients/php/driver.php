@@ -168,16 +168,16 @@ check('kick_job.stats_job.kicks', $sj['kicks'], 2);
 $c->delete($job);
 
 // touch: a touched job outlives its first TTR
-$put = $c->put('touch-me', 100, 0, 2);
+$put = $c->put('touch-me', 100, 0, 3);
 $job = $c->reserveWithTimeout(5);
 check('touch.reserve.same_id', $job !== null && $job->getId() === $put->getId(), true);
-usleep(1200000);
-check('touch.before.time_left', $c->statsJob($job)['time-left'], 0);
+usleep(1500000);
+check('touch.before.time_left', $c->statsJob($job)['time-left'], 1);
 $c->touch($job);
 $sj = $c->statsJob($job);
-check('touch.after.time_left', $sj['time-left'], 1);
+check('touch.after.time_left', $sj['time-left'], 2);
 check('touch.after.state', $sj['state'], 'reserved');
-usleep(1200000);
+usleep(2000000);
 check('touch.after_first_ttr.state', $c->statsJob($job)['state'], 'reserved');
 $c->delete($job);
 
