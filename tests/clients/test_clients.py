@@ -16,8 +16,10 @@ import json
 import logging
 import shutil
 import subprocess
+import sys
+import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -25,7 +27,9 @@ from typing import Any
 from zlib import crc32
 
 import pytest
-from helpers import skip_or_fail
+from helpers import REPO_ROOT, skip_or_fail
+
+from shardq.bench.procs import kill_group, terminate, wait_listening
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 DRIVER_TIMEOUT = 90.0
 #: Seconds a "is this client installed?" probe may take.
 PROBE_TIMEOUT = 30.0
+#: Seconds to wait for shardq's "listening" line, and for it to exit on SIGTERM.
+SERVER_TIMEOUT = 20.0
 #: The job body of the first flow: a CRLF inside checks the clients' framing.
 BODY = "hello\r\nworld"
 
@@ -246,3 +252,47 @@ def test_client_flows(
     wrong = {key: pair for key, pair in wrong.items() if pair[0] != pair[1]}
     assert not wrong, f"{client} against {server}: (got, expected) per check: {wrong}"
     assert list(got) == list(want), "the driver ran the checks in another order"
+
+
+@pytest.fixture
+def quoted_shardq_port() -> Iterator[int]:
+    """A shardq (1 shard) that quotes every stats string value, as beanstalkd 1.13 does."""
+    cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0"]
+    cmd += ["--shards", "1", "--stats-yaml", "quoted"]
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            port, data = wait_listening(proc, SERVER_TIMEOUT)
+            if port is None:
+                err.seek(0)
+                pytest.fail(
+                    f"shardq --stats-yaml quoted did not start: {data[:300]!r}\n"
+                    f"{err.read().decode(errors='replace')[-3000:]}"
+                )
+            yield port
+        finally:
+            if terminate(proc, SERVER_TIMEOUT, group=True) is None:
+                kill_group(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def test_matrix_sees_quoted_tube_names(quoted_shardq_port: int) -> None:
+    """The control: pheanstalk keeps YAML quotes in a value, so against 1.13-style quoted
+    stats its driver must stop at the first tube name read back, quotes and all. This is what
+    the matrix's tube-name checks would catch if shardq quoted by default."""
+    problem = missing("pheanstalk")
+    if problem is not None:
+        skip_or_fail(f"{problem}; {CLIENTS['pheanstalk'].hint}")
+    prefix = tube_prefix("pheanstalk")
+    proc = run_driver("pheanstalk", quoted_shardq_port, prefix)
+    assert proc.returncode == 1, f"exit {proc.returncode}; stderr:\n{proc.stderr[-2000:]}"
+    quoted = json.dumps(f'"{prefix}a"')
+    assert f"MISMATCH: put.stats_job.tube: got {quoted}, expected" in proc.stderr, proc.stderr
