@@ -103,7 +103,7 @@ def missing(name: str) -> str | None:
     except subprocess.TimeoutExpired:
         return f"{client.probe} did not finish within {PROBE_TIMEOUT} s"
     if probe.returncode != 0:
-        return f"{name} cannot be loaded: {probe.stderr.decode(errors='replace')[-500:]}"
+        return f"{name} cannot be loaded: {probe.stderr.decode(errors='replace')[:500]}"
     return None
 
 
