@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv beanstalkd java strace clean
+.PHONY: run test lint fmt venv beanstalkd java strace clients php ruby node node-runtime clean
 
 run: venv
 	$(BIN)/shardq serve --config config/shardq.yaml
@@ -15,7 +15,7 @@ run: venv
 # Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: venv beanstalkd java strace
+test: venv beanstalkd java strace clients
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -31,8 +31,12 @@ $(STAMP): pyproject.toml
 
 # $(call apt_need,COMMAND,PACKAGE,NAME): when COMMAND is missing, install PACKAGE with apt-get
 # (root only; otherwise say how and fail). The tests that need them never skip under CI.
-define apt_need
-command -v $(1) >/dev/null 2>&1 || { \
+apt_need = $(call apt_need_test,command -v $(1),$(2),$(3))
+
+# $(call apt_need_test,TEST,PACKAGE,NAME): the same when the shell command TEST fails (for a
+# library, which is no command).
+define apt_need_test
+$(1) >/dev/null 2>&1 || { \
   if [ "$$(id -u)" = 0 ]; then \
     apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(2); \
   else \
@@ -54,6 +58,33 @@ java:
 # A durability test kills a shard at its fsync with strace (tests/integration/test_durability.py).
 strace:
 	@$(call apt_need,strace,strace,strace)
+
+# The client matrix (tests/clients): real clients in other languages against beanstalkd and
+# shardq. PHP's pheanstalk and Ruby's beaneater come from Debian; Node's fivebeans from npm,
+# pinned by tests/clients/node/package-lock.json into its git-ignored node_modules (`npm ci`
+# again only when package.json or the lock file changes, so an installed tree needs no network).
+clients: php ruby node
+
+php:
+	@$(call apt_need,php,php-cli,PHP)
+	@$(call apt_need_test,php -r 'require "Pheanstalk/autoload.php";',php-pda-pheanstalk,pheanstalk)
+
+ruby:
+	@$(call apt_need,ruby,ruby,Ruby)
+	@$(call apt_need_test,ruby -e 'require "beaneater"',ruby-beaneater,beaneater)
+
+NODE_DIR := tests/clients/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+
+node: $(NODE_STAMP)
+
+node-runtime:
+	@$(call apt_need,node,nodejs,Node.js)
+	@$(call apt_need,npm,npm,npm)
+
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json | node-runtime
+	cd $(NODE_DIR) && npm ci --prefer-offline --no-audit --no-fund
+	touch $@
 
 lint: venv
 	$(BIN)/ruff check .
