@@ -1,5 +1,6 @@
 """The client matrix: real, unmodified beanstalk clients in PHP, Ruby and Node drive the
-common flows against beanstalkd 1.12 and against shardq with 1 and with 4 shards.
+common flows against beanstalkd 1.12 and against shardq with 1 and with 4 shards (one
+serving process) and with 4 shards over 2 serving processes.
 
 Each driver (tests/clients/<language>/driver.*) runs the scenario of tests/clients/README.md
 through its client's own API, checks every answer as it goes and prints what the client
@@ -27,7 +28,7 @@ from typing import Any
 from zlib import crc32
 
 import pytest
-from helpers import REPO_ROOT, skip_or_fail
+from helpers import LAYOUTS, REPO_ROOT, Layout, skip_or_fail
 
 from shardq.bench.procs import kill_group, terminate, wait_listening
 
@@ -84,7 +85,10 @@ CLIENTS: dict[str, Client] = {
 }
 
 #: Server name -> shard count (None: the real beanstalkd 1.12).
-SERVERS: dict[str, int | None] = {"beanstalkd": None, "shardq-1": 1, "shardq-4": 4}
+SERVERS: dict[str, Layout | None] = {
+    "beanstalkd": None,
+    **{f"shardq-{layout}": layout for layout in LAYOUTS},
+}
 
 
 @cache
@@ -225,7 +229,7 @@ def test_client_flows(
     client: str,
     server: str,
     start_beanstalkd: Callable[[], int],
-    start_shardq: Callable[[int], int],
+    start_shardq: Callable[[Layout], int],
 ) -> None:
     problem = missing(client)
     if problem is not None:
