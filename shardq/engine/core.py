@@ -87,6 +87,17 @@ class EngineCore:
             del refs[name]
         self._gc(tube)
 
+    def move_refs(self, name: str, using: int, watching: int, old: int, new: int) -> None:
+        """A connection moved from serving process `old` to `new`: its references to a
+        tube now count under `new` (the tube's totals do not change)."""
+        for origin, sign in ((old, -1), (new, 1)):
+            refs = self.origin_refs.setdefault(origin, {})
+            counts = refs.setdefault(name, [0, 0])
+            counts[0] += sign * using
+            counts[1] += sign * watching
+            if not counts[0] and not counts[1]:
+                del refs[name]
+
     def list_tubes(self) -> list[tuple[tuple[int, int], str]]:
         return [(t.order, t.name) for t in self.tubes.values()]
 

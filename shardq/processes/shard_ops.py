@@ -33,6 +33,8 @@ STATS_TUBE     tube                                   [reply]
 PAUSE_TUBE     tube, delay                            [reply]
 REF            tube, d_using, d_watching              [] (an acknowledgement; counted
                                                       per origin of `conn`)
+MOVE_REF       tube, d_using, d_watching, old origin  no reply (a connection handed over:
+                                                      its references move to conn's origin)
 DISCONNECT     (none)                                 no reply
 COUNTS         (none)                                 [counts dict, utime, stime] and,
                                                       from a hosted shard, the serving
@@ -181,6 +183,16 @@ def op_ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
     return []  # an acknowledgement
 
 
+MOVE_REF = 26
+
+
+def op_move_ref(e: Engine, conn: int, a: list[Any], now: int) -> None:
+    """A connection handed over to the serving process of `conn`: its references to a
+    tube move there from its old one."""
+    tube, using, watching, old = a
+    e.move_refs(tube, using, watching, old, origin_of(conn))
+
+
 ACCEPT = 4
 
 
@@ -256,6 +268,7 @@ HANDLERS: dict[int, Handler] = {
     STATS_TUBE: op_stats_tube,
     PAUSE_TUBE: op_pause_tube,
     REF: op_ref,
+    MOVE_REF: op_move_ref,
     ACCEPT: op_accept,
     DECLINE: op_decline,
     DISCONNECT: op_disconnect,

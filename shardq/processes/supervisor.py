@@ -264,7 +264,7 @@ class Supervisor:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
             for name in os.listdir(self.run_dir):
-                if name == "coordinator" or name.startswith("shard-"):
+                if name == "coordinator" or name.startswith(("shard-", "handoff-")):
                     os.unlink(os.path.join(self.run_dir, name))
 
 

@@ -280,6 +280,14 @@ class Parser:
         else:
             self._buf += data
 
+    def handover(self) -> bytes | None:
+        """The bytes received and not yet parsed, when the parser is between commands (so
+        another parser fed them goes on exactly here); None in the middle of a put body,
+        a skipped body or an over-long line."""
+        if self._put is not None or self._skip or self._overlong:
+            return None
+        return bytes(self._buf[self._pos :])
+
     @property
     def buffered(self) -> int:
         """Bytes received but not yet consumed (discarded bytes are never held)."""

@@ -40,6 +40,8 @@ def flush_output(self: Acceptor) -> None:
         self.write(conn)
         if conn.phase is CLOSING:
             self.close(conn)
+        elif self.serving > 1:
+            self.move_home(conn)
     self.dirty.clear()
 
 
@@ -87,6 +89,8 @@ def accept(self: Acceptor) -> None:
         self.total_connections += 1
         self.conns[conn.id] = conn
         self.sel.register(sock, selectors.EVENT_READ, conn)
+        if self.serving > 1 and self.should_move(conn) and self.hand_off(conn, counted=False):
+            continue  # its home process takes its tube references
         self.request(
             tube_shard("default", self.shard_count), ops.REF, conn, ["default", 1, 1], None
         )

@@ -75,6 +75,8 @@ class Conn:
         "pipe_target",
         "held",
         "pumping",
+        "away",
+        "moves",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -96,6 +98,8 @@ class Conn:
         self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
         self.shards: set[int] = set()  # shards that may hold its reservations or waiters
         self.wants_write = False  # registered for EVENT_WRITE (output the kernel did not take)
+        self.away: bool | None = None  # home is another serving process's (None: find out)
+        self.moves = 0  # how often it was handed to another serving process (handoff.py)
 
     def step(self, event: str) -> None:
         """Move to the next phase (STEPS); an event the phase does not allow is a bug."""

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 
 def do_reserve(self: Acceptor, conn: Conn, timeout: int | None) -> None:
-    conn.worker = True
+    if not conn.worker:
+        conn.worker = True
+        conn.away = None  # a worker's home is where its watched tubes are (handoff.py)
     now = time.monotonic_ns()
     soon_at = conn.soon_at(now)
     timeout_at = None if timeout is None else now + timeout * NS

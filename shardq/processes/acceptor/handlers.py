@@ -117,6 +117,7 @@ def do_reserve_job(self: Acceptor, conn: Conn, cmd: c.ReserveJob) -> None:
 def on_reserved_job(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
     if payload[0] == RESERVED:
         conn.worker = True  # beanstalkd counts a worker only when reserve-job succeeds
+        conn.away = None
     self.on_reserved(conn, payload)
 
 
@@ -136,6 +137,7 @@ def quit(self: Acceptor, conn: Conn) -> None:
 
 def do_use(self: Acceptor, conn: Conn, cmd: c.Use) -> None:
     old, conn.use = conn.use, cmd.tube
+    conn.away = None  # its home may have changed (handoff.py)
     if old == cmd.tube:
         self.reply(conn, proto.using(cmd.tube))
         return
@@ -154,6 +156,7 @@ def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
         self.reply(conn, proto.watching(len(conn.watch)))
         return
     conn.watch.append(cmd.tube)
+    conn.away = None
     done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
     self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, 1], done)
 
@@ -168,6 +171,7 @@ def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
     i = conn.watch.index(cmd.tube)
     conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
     conn.watch.pop()
+    conn.away = None
     done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
     self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, -1], done)
 

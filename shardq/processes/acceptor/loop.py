@@ -24,6 +24,8 @@ other processes), clients.py (client sockets), handlers.py (the commands), cross
 
 from __future__ import annotations
 
+import contextlib
+import os
 import selectors
 import signal
 import socket
@@ -39,7 +41,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
 from shardq.processes import lifeline
-from shardq.processes.acceptor import clients, cross, handlers, ids, peers
+from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.protocol.stats_keys import CMD_KEYS
@@ -108,6 +110,12 @@ class Acceptor:
     do_ignore = handlers.do_ignore
     do_stats = handlers.do_stats
     connection_fields = handlers.connection_fields
+    open_handoff = handoff.open_handoff
+    home_owner = handoff.home_owner
+    should_move = handoff.should_move
+    hand_off = handoff.hand_off
+    adopt = handoff.adopt
+    move_home = handoff.move_home
 
     def __init__(
         self,
@@ -191,6 +199,13 @@ class Acceptor:
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
         self.blocks_loaded = False
         self.accepting = False  # accepting clients: only once the id-block table is loaded
+        self.run_dir = run_dir
+        self.handed_off = 0  # connections passed to another serving process
+        self.handed_in = 0  # and taken from one
+        self.handoff_in: socket.socket | None = None  # handoff.py's sockets (serving > 1)
+        self.handoff_out: socket.socket | None = None
+        if serving > 1:
+            self.open_handoff(run_dir)
 
     def turn(self) -> None:
         timeout = lifeline.CHECK_EVERY_S
@@ -228,6 +243,8 @@ class Acceptor:
                     self.write(data)
                 if mask & selectors.EVENT_READ and data.phase is not CLOSED:
                     self.read(data)
+            elif type(data) is handoff.Inbox:
+                self.adopt(data)
             else:
                 self.touched.add(data)  # a ZeroMQ socket
         self.drain_zmq()
@@ -340,6 +357,9 @@ def main(
         for s in acceptor.socks.values():
             s.close(0)
         acceptor.listener.close()
+        if serving > 1:
+            with contextlib.suppress(OSError):
+                os.unlink(handoff.handoff_path(run_dir, index))
         if acceptor.hosted is not None:
             acceptor.hosted.sock.close(0)
             acceptor.hosted.core.close()

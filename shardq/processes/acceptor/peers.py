@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 NO_REPLY = frozenset(
-    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET}
+    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET, ops.MOVE_REF}
 )  #: fire-and-forget ops
 
 

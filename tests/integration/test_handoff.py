@@ -1,0 +1,120 @@
+"""Several serving processes: a connection moves to the process that hosts its tubes
+(handoff), and a restarted serving process forgets only its own connections.
+
+Each test starts ``shardq serve --shards 2 --serving 2``: serving process i hosts shard i.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+
+from helpers import connect, poll_for, read_replies, send, tube_on_shard
+
+SERVING = ("--serving", "2")
+
+
+def ask(sock, data: bytes, n: int = 1) -> list[bytes]:
+    send(sock, data)
+    return read_replies(sock, n)
+
+
+def tube_stats(port: int, tube: str) -> dict[str, str]:
+    sock = connect(port)
+    try:
+        [reply] = ask(sock, b"stats-tube %s\r\n" % tube.encode())
+    finally:
+        sock.close()
+    if not reply.startswith(b"OK"):
+        return {}
+    body = reply.partition(b"\r\n")[2].decode()
+    return dict(line.split(": ", 1) for line in body.splitlines() if ": " in line)
+
+
+def test_pipelined_commands_around_the_move_are_answered_in_order(
+    shardq_server: Callable[..., object],
+) -> None:
+    """`use` a tube hosted by the other process with 50 puts behind it in the same write and
+    a put split across writes: whichever process answers, every command is answered once
+    and in order."""
+    srv = shardq_server(2, SERVING)
+    for shard in (0, 1):
+        tube = tube_on_shard(shard, 2, prefix=f"move{shard}-")
+        sock = connect(srv.port)
+        blob = b"use %s\r\n" % tube.encode() + b"put 0 0 60 3\r\nabc\r\n" * 50
+        send(sock, blob + b"put 0 0 60 5\r\nhe")
+        time.sleep(0.05)
+        send(sock, b"llo\r\nput 0 0 60 1\r\nz\r\n")
+        replies = read_replies(sock, 53)
+        assert replies[0] == b"USING %s\r\n" % tube.encode()
+        assert all(r.startswith(b"INSERTED ") for r in replies[1:]), replies
+        ids = [int(r.split()[1]) for r in replies[1:]]
+        assert len(set(ids)) == 52
+        [peek] = ask(sock, b"peek %d\r\n" % ids[-2])
+        assert peek.endswith(b"\r\nhello\r\n"), peek
+        assert tube_stats(srv.port, tube)["current-jobs-ready"] == "52"
+        assert tube_stats(srv.port, tube)["current-using"] == "1"
+        sock.close()
+        poll_for(lambda t=tube: tube_stats(srv.port, t)["current-using"] == "0")
+
+
+def test_tube_references_stay_exact_over_moves(shardq_server: Callable[..., object]) -> None:
+    """Connections that move between the processes (use, then watch and reserve elsewhere)
+    keep exact `current-using` / `current-watching` counts, and their tubes vanish when the
+    last of them closes, as in beanstalkd."""
+    srv = shardq_server(2, SERVING)
+    t0, t1 = tube_on_shard(0, 2, prefix="refs-"), tube_on_shard(1, 2, prefix="refs-")
+    socks = []
+    for i in range(6):
+        sock = connect(srv.port)
+        use, watch = (t0, t1) if i % 2 else (t1, t0)
+        assert ask(sock, b"use %s\r\n" % use.encode()) == [b"USING %s\r\n" % use.encode()]
+        assert ask(sock, b"watch %s\r\n" % watch.encode()) == [b"WATCHING 2\r\n"]
+        assert ask(sock, b"ignore default\r\n") == [b"WATCHING 1\r\n"]
+        # a worker's home is its watched tube's shard: it moves again
+        assert ask(sock, b"reserve-with-timeout 0\r\n") == [b"TIMED_OUT\r\n"]
+        socks.append(sock)
+    for tube in (t0, t1):
+        st = poll_for(lambda t=tube: tube_stats(srv.port, t))
+        assert (st["current-using"], st["current-watching"]) == ("3", "3"), st
+    # only the connection that asks watches default now
+    assert tube_stats(srv.port, "default")["current-watching"] == "1"
+    for sock in socks:
+        sock.close()
+    for tube in (t0, t1):
+        poll_for(lambda t=tube: tube_stats(srv.port, t) == {})  # gone: nothing refers to it
+
+
+def test_a_restarted_serving_process_forgets_only_its_own_connections(
+    shardq_server: Callable[..., object],
+) -> None:
+    """SIGKILL serving process 1: the job its client held is ready again at once; the job a
+    client of process 0 holds on the same shard stays reserved by that client."""
+    srv = shardq_server(2, SERVING)
+    tube = tube_on_shard(0, 2, prefix="reset-")
+    producer = connect(srv.port)
+    ask(producer, b"use %s\r\n" % tube.encode())
+    for _ in range(2):
+        assert ask(producer, b"put 0 0 120 1\r\nx\r\n")[0].startswith(b"INSERTED")
+    # `keeper` uses and watches the tube only: it lives in process 0, the tube's host.
+    # `victim` uses default and watches both, and default is on shard 1 (crc32("default")
+    # % 2 == 1): it lives in process 1, and holds its job from shard 0 over the hop.
+    keeper, victim = connect(srv.port), connect(srv.port)
+    t = tube.encode()
+    ask(keeper, b"use %s\r\nwatch %s\r\nignore default\r\n" % (t, t), 3)
+    [held] = ask(keeper, b"reserve-with-timeout 0\r\n")
+    assert held.startswith(b"RESERVED"), held
+    roles = srv.roles()
+    ask(victim, b"watch %s\r\n" % tube.encode())
+    [taken] = ask(victim, b"reserve-with-timeout 0\r\n")
+    assert taken.startswith(b"RESERVED"), taken
+    assert tube_stats(srv.port, tube)["current-jobs-reserved"] == "2"
+    os.kill(roles["acceptor 1"], signal.SIGKILL)
+    poll_for(lambda: srv.roles().get("acceptor 1") not in (None, roles["acceptor 1"]), 15)
+    poll_for(lambda: tube_stats(srv.port, tube).get("current-jobs-ready") == "1", 15)
+    st = tube_stats(srv.port, tube)
+    assert st["current-jobs-reserved"] == "1", st  # the keeper's, not forgotten
+    job = int(held.split()[1])
+    assert ask(keeper, b"delete %d\r\n" % job) == [b"DELETED\r\n"]
