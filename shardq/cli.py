@@ -21,6 +21,7 @@ import typer
 from shardq import __version__
 from shardq.config import Config, ConfigError, ConfigWarning, load_config
 from shardq.log import setup as setup_logging
+from shardq.processes.spawn import pin_import_root
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
@@ -78,6 +79,7 @@ VersionOption = Annotated[
 @app.callback()
 def main(version: VersionOption = False) -> None:
     """shardq: a multi-process work-queue server that speaks the beanstalk protocol."""
+    pin_import_root()  # the processes serve and bench start import this same shardq
 
 
 def _fail(message: str) -> typer.Exit:

@@ -31,6 +31,7 @@ from typing import NoReturn
 from shardq.config import Config
 from shardq.log import setup as setup_logging
 from shardq.processes.child import child_argv
+from shardq.processes.spawn import python_m
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
@@ -265,12 +266,7 @@ def exec_supervisor(config: Config) -> NoReturn:
     resident for the server's whole life (≈ 18 MiB of RSS, measured)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = [
-        sys.executable,
-        "-m",
-        "shardq.processes.supervisor",
-        json.dumps(dataclasses.asdict(config)),
-    ]
+    argv = python_m("shardq.processes.supervisor", json.dumps(dataclasses.asdict(config)))
     os.execv(sys.executable, argv)
 
 
