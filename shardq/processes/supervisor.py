@@ -32,6 +32,7 @@ from shardq.config import Config
 from shardq.log import setup as setup_logging
 from shardq.processes.child import child_argv
 from shardq.processes.spawn import python_m
+from shardq.processes.startup import StartupError, become, find_user
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
@@ -101,6 +102,8 @@ class Supervisor:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.listener = bind_listener(config.listen, config.port)  # first: it may fail
+        if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
+            become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
         self.run_dir = config.run_dir or tempfile.mkdtemp(prefix="shardq-")
         os.makedirs(self.run_dir, exist_ok=True)
@@ -183,7 +186,7 @@ class Supervisor:
             for child in self.children:
                 child.start()
             if not self.wait_ready():
-                return 1
+                return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = self.listener.getsockname()[:2]
             print(LISTENING.format(host=host, port=port), flush=True)
             log.info("pid %d, %d shards, run dir %s", os.getpid(), self.config.shards, self.run_dir)
@@ -207,7 +210,8 @@ class Supervisor:
                 os.close(self.ready_r)
                 return True
             self.restart_dead()
-        log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
+        if not self.stopping:
+            log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
         return False
 
     def restart_dead(self) -> None:
@@ -248,10 +252,11 @@ class Supervisor:
 
 def serve(config: Config) -> int:
     setup_logging("supervisor", config.verbose)
+    log.info("config: %s", config.source)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:
         supervisor = Supervisor(config)
-    except LayoutError as e:
+    except (LayoutError, StartupError) as e:
         log.error("%s", e)
         return 2
     except OSError as e:
