@@ -38,6 +38,7 @@ STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
 CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  #: held from the exec until `run` handles them
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
 
@@ -182,6 +183,7 @@ class Supervisor:
     def run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
             signal.signal(signum, self.on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since exec_supervisor
         try:
             for child in self.children:
                 child.start()
@@ -271,6 +273,9 @@ def exec_supervisor(config: Config) -> NoReturn:
     resident for the server's whole life (≈ 18 MiB of RSS, measured)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    # Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
+    # run dir: they wait, blocked (a blocked signal stays pending across exec), until then.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     argv = python_m("shardq.processes.supervisor", json.dumps(dataclasses.asdict(config)))
     os.execv(sys.executable, argv)
 

@@ -17,6 +17,7 @@ import pytest
 from helpers import connect, poll_for, read_replies, send
 
 from shardq.bench.procs import (
+    cmdline,
     kill_group,
     kill_pids,
     pids_mentioning,
@@ -327,3 +328,32 @@ def test_u_becomes_the_user_once_bound(tmp_path: Path) -> None:
             if proc.stdout is not None:
                 proc.stdout.close()
         assert proc.returncode == 0, (tmp_path / "stderr.log").read_text()
+
+
+def test_sigint_right_after_the_re_exec_stops_quietly(tmp_path: Path) -> None:
+    """Ctrl-C while the re-executed supervisor is still importing: held until it can stop
+    cleanly, not a KeyboardInterrupt traceback and a temporary run dir left behind."""
+    tmp_dir = tmp_path / "tmp"
+    tmp_dir.mkdir()
+    cmd = [*shardq_command(), "serve", "-l", "127.0.0.1", "-p", "0"]
+    with open(tmp_path / "stderr.log", "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=tmp_path,
+            env=dict(os.environ, TMPDIR=str(tmp_dir)),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        poll_for(lambda: "shardq.processes.supervisor" in cmdline(proc.pid), 10, 0.001)
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=STOP_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            kill_group(proc)
+    stderr = (tmp_path / "stderr.log").read_text()
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 0, stderr
+    assert list(tmp_dir.iterdir()) == [], "the temporary run dir was left behind"
