@@ -1,17 +1,21 @@
 """`shardq` command line: `serve`, `analyze` (Spark job analytics) and `bench` (load tests,
 shardq.bench).
 
-`serve` accepts beanstalkd's own flags (-l -p -z -V -v -h -b -f -F -s) so shardq can replace
+`serve` accepts beanstalkd 1.12's own flags (-l -p -z -V -v -h -b -f -F -s -u, and -c -n,
+which beanstalkd 1.12 ignores with a warning, as shardq does) so shardq can replace
 beanstalkd in an existing service unit, plus --shards, --config and --run-dir.
 Precedence: flags > config file > built-in defaults (shardq.config.Config).
 
-A bad config file or flag prints ONE line naming the key or flag and the problem to stderr
-and exits with EXIT_CONFIG, before any process is started. These lines and `-v` are the
-command's own output (typer.echo); the server's processes log through shardq.log.
+A bad config file or flag, a directory the server could not use or a user it could not
+become prints ONE line naming the key or flag and the problem to stderr and exits with
+EXIT_CONFIG, before anything is bound or started (shardq.processes.startup). These lines
+and `-v` are the command's own output (typer.echo); the server's processes log through
+shardq.log.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,8 +23,10 @@ from typing import Annotated, Any
 import typer
 
 from shardq import __version__
-from shardq.config import Config, ConfigError, ConfigWarning, load_config
+from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
 from shardq.log import setup as setup_logging
+from shardq.processes.spawn import pin_import_root
+from shardq.processes.startup import StartupError, check_start
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
@@ -45,6 +51,7 @@ FLAGS = {
     "colocate": "--no-colocate",
     "poll_us": "--poll-us",
     "stats_yaml": "--stats-yaml",
+    "user": "-u",
 }
 
 app = typer.Typer(
@@ -79,6 +86,7 @@ VersionOption = Annotated[
 @app.callback()
 def main(version: VersionOption = False) -> None:
     """shardq: a multi-process work-queue server that speaks the beanstalk protocol."""
+    pin_import_root()  # the processes serve and bench start import this same shardq
 
 
 def _fail(message: str) -> typer.Exit:
@@ -100,17 +108,42 @@ def _read_config_text(path: Path | None) -> tuple[str | None, str]:
 
 
 def build_config(config_file: Path | None, overrides: dict[str, Any]) -> Config:
-    """Read the config file (if any), apply flag overrides; ConfigWarnings go to stderr."""
+    """Read the config file (if any), apply flag overrides; ConfigWarnings go to stderr.
+    The Config's `source` names the file, or says that the defaults were used."""
     text, origin = _read_config_text(config_file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConfigWarning)
         config = load_config(text, overrides, origin=origin, flag_names=FLAGS)
     for w in caught:
         typer.echo(f"shardq: warning: {w.message}", err=True)
-    return config
+    if text is None:
+        origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
+    return dataclasses.replace(config, source=origin)
 
 
-@app.command()
+def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
+    """How errors name a setting: the flag that set it (as load_config does), else the
+    config file and key (a setting that is not a default came from one or the other)."""
+    key = FIELDS[name][0]
+    return f"flag {FLAGS[name]} ({key})" if name in overrides else f"{config.source}: {key}"
+
+
+def check_before_binding(config: Config, overrides: dict[str, Any]) -> None:
+    """`shardq.processes.startup.check_start` on the directories, log and user of `config`."""
+    given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
+    dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
+    wal = None
+    if config.wal_dir is not None:
+        wal = (setting_name("wal_dir", overrides, config), config.wal_dir, config.shards)
+    user = None
+    if config.user is not None:
+        user = (setting_name("user", overrides, config), config.user)
+    check_start(dirs, wal, user)
+
+
+@app.command(
+    short_help="Run the server (accepts beanstalkd's flags; flags override the config file)."
+)
 def serve(
     listen: Annotated[
         str | None, typer.Option("-l", metavar="ADDR", help="Listen address [127.0.0.1].")
@@ -182,6 +215,22 @@ def serve(
             help="Stats string values: plain (beanstalkd 1.12's bytes) or quoted (1.13's) [plain].",
         ),
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "-u", metavar="USER", help="Become USER (and its group) once the port is bound."
+        ),
+    ] = None,
+    # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
+    # always compacted."); shardq's log is compacted automatically too, so it does the same.
+    compact: Annotated[
+        bool,
+        typer.Option("-c", help="Ignored, as by beanstalkd 1.12: the log is always compacted."),
+    ] = False,
+    no_compact: Annotated[
+        bool,
+        typer.Option("-n", help="Ignored, as by beanstalkd 1.12: the log is always compacted."),
+    ] = False,
     version: VersionOption = False,
 ) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
@@ -198,6 +247,7 @@ def serve(
         "events_dir": events_dir,
         "poll_us": poll_us,
         "stats_yaml": stats_yaml,
+        "user": user,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:
@@ -210,15 +260,21 @@ def serve(
                 raise ConfigError("flag -F", "cannot be combined with -f")
             overrides["fsync_ms"] = None
         config = build_config(config_file, overrides)
-    except ConfigError as e:
+        check_before_binding(config, overrides)
+    except (ConfigError, StartupError) as e:
         raise _fail(str(e)) from None
+    for flag, given_flag in (("-c", compact), ("-n", no_compact)):
+        if given_flag:
+            typer.echo(f"shardq: warning: {flag} is ignored: the log is always compacted", err=True)
 
     from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
 
     exec_supervisor(config)
 
 
-@app.command()
+@app.command(
+    short_help="Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out."
+)
 def analyze(
     events: Annotated[
         list[str], typer.Argument(metavar="EVENTS", help="Event log files, dirs or globs.")

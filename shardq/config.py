@@ -22,6 +22,7 @@ YAML layout::
     colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
     poll_us: 100           # after a busy turn, poll this long before sleeping (0: never)
     stats_yaml: plain      # plain: beanstalkd 1.12's bytes (name: foo); quoted: 1.13's
+    user: null             # -u: become this user after binding the port (needs root)
     verbose: 0
     run_dir: null          # null -> a fresh temporary directory
     server: myhost         # omitted -> hostname
@@ -81,6 +82,10 @@ class Config:
     colocate: bool = True  # --no-colocate; the acceptor hosts shard 0 (see docs/ARCHITECTURE.md)
     poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
     stats_yaml: str = "plain"  # --stats-yaml; plain (beanstalkd 1.12) or quoted (1.13)
+    user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
+    #: Where the settings came from (the config file's path, or how the defaults were chosen);
+    #: set by the CLI for the start-up log, not a key of the file.
+    source: str = "defaults"
 
 
 class ConfigError(Exception):
@@ -132,6 +137,11 @@ def _path(where: str, value: Any, from_flag: bool = False) -> str | None:
     if not isinstance(value, str) or not value or "\0" in value:
         raise ConfigError(where, f"must be a directory path or null, got {value!r}")
     return value
+
+
+def _user(where: str, value: Any, from_flag: bool = False) -> str | None:
+    """A user name (checked against the system's users at start-up), or null."""
+    return None if value is None else _word(where, value)
 
 
 def _fsync(where: str, value: Any, from_flag: bool) -> int | None:
@@ -211,6 +221,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "colocate": ("colocate", _bool),
     "poll_us": ("poll_us", _poll_us),
     "stats_yaml": ("stats_yaml", _stats_yaml),
+    "user": ("user", _user),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
 SECTIONS = ("wal", "events")

@@ -106,7 +106,10 @@ def bench(
     raise typer.Exit(1 if result["errors"] else 0)
 
 
-@bench_app.command("compare")
+@bench_app.command(
+    "compare",
+    short_help="Run one matrix against servers A and B and the stub (L), row by row.",
+)
 def compare_cmd(
     a: Annotated[str, typer.Option("--a", help="Server A command; {port} is filled in.")] = (
         "beanstalkd -l 127.0.0.1 -p {port}"

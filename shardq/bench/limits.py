@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from typing import Any
+
+from shardq.processes.spawn import python_m
 
 #: A side at this fraction of the stub's ops/s or more is flagged "L": within 25 %, the noise
 #: of a shared 2-vCPU machine (beanstalkd against itself gives 0.84-1.21 per row, loadgen's
@@ -56,7 +57,8 @@ LEGEND = (
 
 def stub_command(size: int = 100) -> str:
     """The L server: this interpreter's stub, answering reserves with `size`-byte bodies."""
-    return f"{shlex.quote(sys.executable)} -m shardq.bench.stub -p {{port}} -s {size}"
+    python = " ".join(map(shlex.quote, python_m("shardq.bench.stub")))
+    return f"{python} -p {{port}} -s {size}"
 
 
 def cores() -> int:

@@ -11,7 +11,6 @@ import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from shardq.bench.procs import cmdline, free_port, is_alive, kill_pids, stat_fields, terminate, tree
 from shardq.processes.child import MODULE as CHILD_MODULE
+from shardq.processes.spawn import python_m
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -29,7 +29,7 @@ def command_argv(template: str, port: int) -> list[str]:
     """`{port}` filled in; a bare `shardq` runs this interpreter's shardq (no PATH needed)."""
     argv = shlex.split(template.replace("{port}", str(port)))
     if argv and argv[0] == "shardq" and shutil.which("shardq") is None:
-        argv = [sys.executable, "-m", "shardq", *argv[1:]]
+        argv = python_m("shardq", *argv[1:])
     return argv
 
 

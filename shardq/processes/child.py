@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from shardq.log import setup as setup_logging
+from shardq.processes.spawn import python_m
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
@@ -64,11 +65,11 @@ def tune_gc() -> None:
 
 
 def child_argv(role: str, *positional: object, **options: object) -> list[str]:
-    """The command line of a child: ``python -m shardq.processes.child ROLE POSITIONAL...``
+    """The command line of a child: ``python -P -m shardq.processes.child ROLE POSITIONAL...``
     then ``--name=value`` for each option (``_`` becomes ``-``); an option that is None or
     False is left out, one that is True is a bare flag. ``=`` keeps a value that starts
     with ``-`` a value."""
-    argv = [sys.executable, "-m", MODULE, role, *map(str, positional)]
+    argv = python_m(MODULE, role, *map(str, positional))
     for name, value in options.items():
         if value is None or value is False:
             continue

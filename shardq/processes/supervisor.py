@@ -31,11 +31,14 @@ from typing import NoReturn
 from shardq.config import Config
 from shardq.log import setup as setup_logging
 from shardq.processes.child import child_argv
+from shardq.processes.spawn import python_m
+from shardq.processes.startup import StartupError, become, find_user
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
 CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  #: held from the exec until `run` handles them
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
 
@@ -100,6 +103,8 @@ class Supervisor:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.listener = bind_listener(config.listen, config.port)  # first: it may fail
+        if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
+            become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
         self.run_dir = config.run_dir or tempfile.mkdtemp(prefix="shardq-")
         os.makedirs(self.run_dir, exist_ok=True)
@@ -189,11 +194,12 @@ class Supervisor:
     def run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
             signal.signal(signum, self.on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since exec_supervisor
         try:
             for child in self.children:
                 child.start()
             if not self.wait_ready():
-                return 1
+                return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = self.listener.getsockname()[:2]
             print(LISTENING.format(host=host, port=port), flush=True)
             log.info(
@@ -228,7 +234,8 @@ class Supervisor:
                     os.close(self.ready_r)
                     return True
             self.restart_dead()
-        log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
+        if not self.stopping:
+            log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
         return False
 
     def restart_dead(self) -> None:
@@ -270,10 +277,11 @@ class Supervisor:
 
 def serve(config: Config) -> int:
     setup_logging("supervisor", config.verbose)
+    log.info("config: %s", config.source)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:
         supervisor = Supervisor(config)
-    except LayoutError as e:
+    except (LayoutError, StartupError) as e:
         log.error("%s", e)
         return 2
     except OSError as e:
@@ -288,12 +296,10 @@ def exec_supervisor(config: Config) -> NoReturn:
     resident for the server's whole life (≈ 18 MiB of RSS, measured)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    argv = [
-        sys.executable,
-        "-m",
-        "shardq.processes.supervisor",
-        json.dumps(dataclasses.asdict(config)),
-    ]
+    # Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
+    # run dir: they wait, blocked (a blocked signal stays pending across exec), until then.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    argv = python_m("shardq.processes.supervisor", json.dumps(dataclasses.asdict(config)))
     os.execv(sys.executable, argv)
 
 

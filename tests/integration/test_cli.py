@@ -123,7 +123,7 @@ def fake_supervisor(monkeypatch):
 
 def test_flags_override_file_and_reach_the_supervisor(tmp_path, monkeypatch, fake_supervisor):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "q.yaml").write_text("port: 1\nshards: 3\nwal: {dir: /w, fsync: always}\n")
+    (tmp_path / "q.yaml").write_text("port: 1\nshards: 3\nwal: {dir: w, fsync: always}\n")
     args = [
         "serve",
         "--config",
@@ -139,7 +139,7 @@ def test_flags_override_file_and_reach_the_supervisor(tmp_path, monkeypatch, fak
         "-s",
         "4096",
         "--run-dir",
-        "/r",
+        "r",
     ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -150,10 +150,11 @@ def test_flags_override_file_and_reach_the_supervisor(tmp_path, monkeypatch, fak
             max_job_size=100,
             shards=3,
             verbose=2,
-            run_dir="/r",
-            wal_dir="/w",
+            run_dir="r",
+            wal_dir="w",
             fsync_ms=None,
             segment_bytes=4096,
+            source="q.yaml",
         )
     ]
 

@@ -1,0 +1,202 @@
+"""What `shardq serve` checks before it binds anything, and `-u USER` after it has bound.
+
+`check_start` looks at every directory the server was given (`-b`, `--run-dir`,
+`--events`), at the write-ahead log's shard count and at `-u`'s user (it exists, this
+process may become it, and it can run this Python and read shardq), and raises
+`StartupError` with ONE line naming the option and the problem. A directory that does not
+exist yet is created to prove it can be, probed with a temporary file, and removed again
+(the server creates it for real later), so a refused start leaves nothing behind. With
+`-u` the directories are checked as that user (in a forked process that has become it),
+since that is who will write there.
+
+`become` is beanstalkd's `-u`: after the listening socket is bound, take the user's group
+and then its user id, so every file and process from then on belongs to that user.
+Unlike beanstalkd it also replaces root's supplementary groups with the user's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from shardq.processes.spawn import import_root
+
+#: The file in a log directory that records how many shards wrote it ("shards=N").
+LAYOUT_FILE = "layout"
+
+
+class StartupError(Exception):
+    """A start-up check failed; str() is one line naming the option and the problem."""
+
+
+@dataclass(frozen=True)
+class Account:
+    name: str
+    uid: int
+    gid: int
+
+
+def find_user(name: str) -> Account:
+    """The account of user `name`; StartupError if there is none."""
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise StartupError(f"no such user {name!r}") from None
+    return Account(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+def become(account: Account) -> None:
+    """Take `account`'s groups, group id and user id (in that order: once the user id is
+    gone, so is the right to change groups). A no-op if this process already is it."""
+    if (os.getuid(), os.geteuid(), os.getgid()) == (account.uid, account.uid, account.gid):
+        return
+    try:
+        if os.geteuid() == 0:
+            os.initgroups(account.name, account.gid)
+        os.setgid(account.gid)
+        os.setuid(account.uid)
+    except OSError as e:
+        raise StartupError(f"cannot become user {account.name!r}: {e.strerror}") from None
+
+
+def check_user(name: str) -> Account:
+    """`find_user`, and refuse early what `become` could not do (not root)."""
+    account = find_user(name)
+    if os.geteuid() not in (0, account.uid):
+        raise StartupError(f"only root can become another user ({account.name!r})")
+    return account
+
+
+def check_can_run(account: Account) -> None:
+    """As `account`: it can run this interpreter and read the shardq it imports (the server's
+    children are started as that user)."""
+    package = import_root() / "shardq"
+    for path, mode, what in (
+        (sys.executable, os.X_OK, "run"),
+        (package, os.R_OK | os.X_OK, "read"),
+    ):
+        if not os.access(path, mode):
+            raise StartupError(f"user {account.name!r} cannot {what} {path}")
+
+
+def check_dir(path: str) -> str | None:
+    """Why the server could not use `path` as a directory it writes in, or None if it can.
+    Directories created to find out are removed again."""
+    target = Path(os.path.abspath(path))
+    missing = []
+    existing = target
+    while not os.path.lexists(existing):
+        missing.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        if not missing:
+            return f"{path} exists but is not a directory"
+        return f"{path} cannot be created: {existing} is not a directory"
+    created: list[Path] = []
+    try:
+        for directory in reversed(missing):
+            try:
+                directory.mkdir()
+            except OSError as e:
+                where = "" if directory == target else f"{directory}: "
+                return f"{path} cannot be created: {where}{e.strerror}"
+            created.append(directory)
+        try:
+            with tempfile.TemporaryFile(dir=target):
+                pass
+        except OSError as e:
+            return f"{path} is not writable: {e.strerror}"
+        return None
+    finally:
+        for directory in reversed(created):
+            # fails only if something else put a file there meanwhile: not ours to remove
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+
+
+def written_shards(wal_dir: str) -> int | None:
+    """The shard count recorded in a log directory, or None if it records none."""
+    try:
+        with open(os.path.join(wal_dir, LAYOUT_FILE)) as f:
+            return int(f.read().split("=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def check_dirs(dirs: Sequence[tuple[str, str]]) -> None:
+    """Each of (where, path) usable, else StartupError "<where>: <problem>" for the first."""
+    for where, path in dirs:
+        problem = check_dir(path)
+        if problem is not None:
+            raise StartupError(f"{where}: {problem}")
+
+
+def as_user(account: Account | None, check: Callable[[], None]) -> None:
+    """Run `check` as `account` (in a forked process that becomes it; here if None); its
+    StartupError is raised here."""
+    if account is None:
+        check()
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become the user, check, report, and leave at once
+        message = ""
+        try:
+            os.close(read_end)
+            become(account)
+            check()
+        except StartupError as e:
+            message = str(e)
+        except BaseException as e:  # noqa: BLE001 - reported to the parent, which decides
+            message = f"start-up check failed: {e!r}"
+        finally:
+            os.write(write_end, message.encode(errors="replace"))
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        message = reader.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    if message:
+        raise StartupError(message)
+
+
+def check_start(
+    dirs: Sequence[tuple[str, str]],
+    wal: tuple[str, str, int] | None = None,
+    user: tuple[str, str] | None = None,
+) -> None:
+    """Every check before binding: `user` (where, name) exists and can be become, the
+    directories (where, path) are usable by it, and `wal` (where, dir, shards) holds no log
+    of another shard count. Raises StartupError naming the first problem."""
+    account = None
+    if user is not None:
+        where, name = user
+        try:
+            account = check_user(name)
+        except StartupError as e:
+            raise StartupError(f"{where}: {e}") from None
+
+    def checks() -> None:
+        check_dirs(dirs)
+        if user is not None and account is not None:
+            try:
+                check_can_run(account)
+            except StartupError as e:
+                raise StartupError(f"{user[0]}: {e}") from None
+
+    as_user(account, checks)
+    if wal is not None:
+        where, wal_dir, shards = wal
+        written = written_shards(wal_dir)
+        if written is not None and written != shards:
+            raise StartupError(
+                f"{where}: {wal_dir} holds the log of {written} shards: start with --shards "
+                f"{written}, or drain the jobs into a new server (re-partitioning a log is not "
+                "supported yet)"
+            )

@@ -1,0 +1,58 @@
+"""Every Python process shardq starts runs with -P, and imports the same shardq as its parent."""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+import pytest
+
+from shardq.bench.limits import stub_command
+from shardq.bench.servers import command_argv
+from shardq.processes.child import child_argv, role_of
+from shardq.processes.spawn import SAFE_PATH, import_root, pin_import_root, python_m
+
+
+def test_python_m_drops_the_working_directory() -> None:
+    assert python_m("shardq.x", "a") == [sys.executable, "-P", "-m", "shardq.x", "a"]
+    assert SAFE_PATH == "-P"
+
+
+def test_children_and_bench_servers_start_with_safe_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = child_argv("shard", 1, run_dir="/r")
+    assert argv[1:3] == ["-P", "-m"]
+    assert role_of(argv) == "shard 1"
+    assert " -P -m shardq.bench.stub " in stub_command()
+    monkeypatch.setattr("shardq.bench.servers.shutil.which", lambda _name: None)
+    assert command_argv("shardq serve -p {port}", 7)[1:] == [
+        "-P",
+        "-m",
+        "shardq",
+        "serve",
+        "-p",
+        "7",
+    ]
+
+
+@pytest.fixture
+def unsafe_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as if started without -P (the first sys.path entry is honoured)."""
+    monkeypatch.setattr(sys, "flags", types.SimpleNamespace(safe_path=False))
+
+
+@pytest.mark.usefixtures("unsafe_path")
+def test_pin_when_shardq_came_from_the_working_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = str(import_root())
+    monkeypatch.setattr(sys, "path", [root, *sys.path])
+    env = {"PYTHONPATH": os.pathsep.join(["/elsewhere", root])}
+    assert pin_import_root(env)
+    assert env["PYTHONPATH"] == os.pathsep.join([root, "/elsewhere"])
+
+
+@pytest.mark.usefixtures("unsafe_path")
+def test_no_pin_when_shardq_came_from_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", ["/nowhere", *sys.path])
+    env = {"PYTHONPATH": "/elsewhere"}
+    assert not pin_import_root(env)
+    assert env == {"PYTHONPATH": "/elsewhere"}
