@@ -26,7 +26,7 @@ def spark_env() -> dict[str, str]:
     """Environment for every JVM the tests start (session, spark-submit, master, worker)."""
     return {
         "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_CONF_DIR": str(REPO / "config" / "spark"),
+        "SPARK_CONF_DIR": str(REPO / "shardq" / "pipeline" / "spark"),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "TZ": "UTC",
