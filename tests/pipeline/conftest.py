@@ -1,4 +1,4 @@
-"""One local SparkSession for the whole pipeline suite, quiet and fast (see spark.md).
+"""One local SparkSession for the whole pipeline suite, quiet and fast.
 
 Run these apart from the rest, in one process: `pytest -m spark -p no:xdist` (each xdist
 worker would start its own JVM). Without pyspark or Java the tests skip locally but FAIL
