@@ -3,11 +3,14 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Reinstalled whenever pyproject.toml changes.
+# One venv, two installs, each redone whenever pyproject.toml changes: STAMP is the plain
+# package (what serving needs, as `pip install shardq`), TEST_STAMP adds the `test` and
+# `pipeline` extras (pytest, ruff, mypy, pyspark) for `make test`.
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv beanstalkd java strace clients php ruby node node-runtime clean
+.PHONY: run test lint fmt venv test-venv beanstalkd java strace clients php ruby node node-runtime clean
 
 run: venv
 	$(BIN)/shardq serve --config config/shardq.yaml
@@ -15,7 +18,7 @@ run: venv
 # Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: venv beanstalkd java strace clients
+test: test-venv beanstalkd java strace clients
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -26,8 +29,15 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
 	touch $(STAMP)
+
+test-venv: $(TEST_STAMP)
+
+$(TEST_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
+	touch $(STAMP) $(TEST_STAMP)
 
 # $(call apt_need,COMMAND,PACKAGE,NAME): when COMMAND is missing, install PACKAGE with apt-get
 # (root only; otherwise say how and fail). The tests that need them never skip under CI.
@@ -86,12 +96,12 @@ $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json | node-run
 	cd $(NODE_DIR) && npm ci --prefer-offline --no-audit --no-fund
 	touch $@
 
-lint: venv
+lint: test-venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-fmt: venv
+fmt: test-venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
@@ -114,5 +124,5 @@ bench: venv beanstalkd
 # command per failing seed; exit status 1 if any round failed. About 25 s per round.
 STRESS_ARGS ?= --shards 2,4 --runs 100 --seconds 20
 .PHONY: stress
-stress: venv
+stress: test-venv
 	$(BIN)/python tools/stress.py $(STRESS_ARGS)

@@ -16,6 +16,7 @@ shardq.log.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -285,17 +286,31 @@ def analyze(
         typer.Option("--master", metavar="URL", help="Spark master [Spark's default]."),
     ] = None,
     verbose: Annotated[
-        int, typer.Option("-V", count=True, show_default=False, help="More logging; repeatable.")
+        int,
+        typer.Option(
+            "-V",
+            "--verbose",
+            count=True,
+            show_default=False,
+            help="Spark's own log and stage bars, and our timings; -VV: debug.",
+        ),
     ] = 0,
 ) -> None:
-    """Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out."""
+    """Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out.
+
+    Exit status 2 when an input path does not exist, cannot be read or holds no valid event.
+    """
     setup_logging("analyze", verbose)
-    try:
-        from shardq.pipeline.main import run_job  # lazy: pyspark is the optional extra
-    except ImportError as e:
-        typer.echo(f"shardq: analyze needs pyspark: pip install 'shardq[pipeline]' ({e})", err=True)
-        raise typer.Exit(EXIT_FAILURE) from None
-    raise typer.Exit(run_job(events, out, master))
+    if importlib.util.find_spec("pyspark") is None:
+        typer.echo(
+            "shardq analyze needs pyspark, which is not installed:"
+            " pip install 'shardq[pipeline]' (and Java 17+)",
+            err=True,
+        )
+        raise typer.Exit(EXIT_FAILURE)
+    from shardq.pipeline.main import run_job  # lazy: pyspark is the optional extra
+
+    raise typer.Exit(run_job(events, out, master, verbose))
 
 
 # `shardq bench` and `shardq bench compare`: the load tool lives in shardq.bench.

@@ -1,20 +1,48 @@
 """The `shardq bench` command group (mounted on the main CLI in shardq/cli.py).
 
 Results go to stdout (a table, or JSON with --json). Progress is logged on stderr as
-``shardq[bench] INFO ...`` (which cell runs) and shown by default; `-V` adds DEBUG.
+``shardq[bench] INFO ...`` (which cell runs, what was removed) and shown by default; `-V`
+adds DEBUG. On a terminal a progress line with the time left is redrawn on stderr.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import secrets
 import sys
+import textwrap
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from shardq.bench.workloads import WORKLOADS, Spec
+from shardq.bench.workloads import MATRIX_HELP, WORKLOAD_HELP, WORKLOADS, Spec
 from shardq.log import setup as setup_logging
+
+log = logging.getLogger(__name__)
+
+
+def _choices(title: str, helps: dict[str, str]) -> str:
+    """A help paragraph listing choices, kept as written (click's \\b: no rewrapping)."""
+    lines = [
+        textwrap.fill(v, 79, initial_indent=f"  {k:<10} ", subsequent_indent=" " * 13)
+        for k, v in helps.items()
+    ]
+    return "\b\n" + title + "\n" + "\n".join(lines)
+
+
+BENCH_HELP = (
+    "Run one workload against a beanstalk server and print throughput (ops/s) and latency"
+    " (µs). The run uses tubes of its own (bench-XXXXXX) and removes the jobs it put when it"
+    " ends, unless --keep.\n\n" + _choices("Workloads (-w):", WORKLOAD_HELP)
+)
+COMPARE_HELP = (
+    "Run the same matrix against server A, server B and the stub (L), alternating row by row,"
+    " each run on a fresh server, and print B/A, server CPU, kops per CPU-second and where"
+    " the load tool was the limit.\n\n" + _choices("Matrices (--matrix):", MATRIX_HELP)
+)
 
 bench_app = typer.Typer(
     help="Load-test any beanstalk server; `compare` runs the A/B matrix.",
@@ -41,11 +69,12 @@ def _setup_logging(verbose: int) -> None:
     setup_logging("bench", 1 + verbose)
 
 
-@bench_app.callback()
+@bench_app.callback(help=BENCH_HELP)
 def bench(
     ctx: typer.Context,
     workload: Annotated[
-        str, typer.Option("-w", "--workload", help=f"One of: {', '.join(WORKLOADS)}.")
+        str,
+        typer.Option("-w", "--workload", help=f"One of: {', '.join(WORKLOADS)} (see below)."),
     ] = "put",
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p")] = 11300,
@@ -71,17 +100,24 @@ def bench(
     prefill: Annotated[
         int, typer.Option("--prefill", min=1, help="reserve with --duration: jobs put first.")
     ] = 200_000,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave the jobs the run put in the server.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     verbose: Verbose = 0,
 ) -> None:
-    """Run one workload against a beanstalk server and print throughput and latency."""
     _setup_logging(verbose)
     if ctx.invoked_subcommand is not None:
         return
+    from shardq.bench.loadgen import check_reachable
     from shardq.bench.runner import format_result, run
 
     if workload not in WORKLOADS:
-        typer.echo(f"shardq bench: unknown workload {workload!r}", err=True)
+        typer.echo(
+            f"shardq bench: unknown workload {workload!r}; one of {', '.join(WORKLOADS)}"
+            " (shardq bench --help says what each does)",
+            err=True,
+        )
         raise typer.Exit(2)
     spec = Spec(
         workload=workload,
@@ -96,18 +132,57 @@ def bench(
         tubes=tubes if workload == "multitube" else 1,
         backlog=backlog,
         prefill=prefill,
+        prefix=f"bench-{secrets.token_hex(3)}",  # tubes of this run only: cleanup is exact
     )
+    try:
+        check_reachable(host, port)
+    except OSError as e:
+        typer.echo(f"shardq bench: {e}", err=True)
+        raise typer.Exit(1) from None
     try:
         result = run(spec, progress=_progress_wanted(as_json))
     except (OSError, RuntimeError) as e:
         typer.echo(f"shardq bench: {e}", err=True)
+        _clean_up(spec, keep)
         raise typer.Exit(1) from None
+    result["cleanup"] = _clean_up(spec, keep)
     typer.echo(json.dumps(result, indent=2) if as_json else format_result(result))
     raise typer.Exit(1 if result["errors"] else 0)
 
 
+def _jobs(n: int) -> str:
+    return f"{n:,} job" if n == 1 else f"{n:,} jobs"
+
+
+def _clean_up(spec: Spec, keep: bool) -> dict[str, object]:
+    """Remove the jobs the run put (or count them, with `keep`) and say so in a log line."""
+    from shardq.bench.cleanup import count_jobs, drain, tubes_of
+
+    tubes = tubes_of(spec)
+    where = f"tube {tubes[0]}" if len(tubes) == 1 else f"{len(tubes)} tubes {spec.prefix}*"
+    out: dict[str, object] = {"tubes": tubes, "kept": keep, "removed": 0, "left": 0}
+    try:
+        out["left"] = left = sum(count_jobs(spec.host, spec.port, tubes).values())
+        if keep:
+            log.info("kept %s the run left in %s (--keep)", _jobs(left), where)
+            return out
+        log.info("removing %s the run left in %s (--keep keeps them)", _jobs(left), where)
+        started = time.monotonic()
+        removed, left = drain(spec.host, spec.port, tubes)
+    except OSError as e:
+        log.warning("could not remove the run's jobs from %s: %s", where, e)
+        out["error"] = str(e)
+        return out
+    out.update(removed=removed, left=left)
+    log.debug("removed %s in %.1f s", _jobs(removed), time.monotonic() - started)
+    if left:
+        log.warning("%s the run left could not be removed from %s", _jobs(left), where)
+    return out
+
+
 @bench_app.command(
     "compare",
+    help=COMPARE_HELP,
     short_help="Run one matrix against servers A and B and the stub (L), row by row.",
 )
 def compare_cmd(
@@ -124,7 +199,7 @@ def compare_cmd(
     ] = False,
     rounds: Annotated[int, typer.Option("--rounds", "-r", min=1)] = 3,
     matrix: Annotated[
-        str, typer.Option("--matrix", help="standard, quick or memory.")
+        str, typer.Option("--matrix", help=f"{', '.join(MATRIX_HELP)} (see below).")
     ] = "standard",
     duration: Annotated[
         float | None, typer.Option("--duration", "-d", help="Seconds per cell.")
@@ -141,15 +216,17 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     verbose: Verbose = 0,
 ) -> None:
-    """Run the same matrix against server A, server B and the stub (L), alternating row by
-    row, and print B/A, CPU, kops per CPU-second and where the load tool was the limit."""
     if verbose:
         _setup_logging(verbose)
     from shardq.bench.compare import compare, format_table
     from shardq.bench.limits import stub_command
 
-    if matrix not in ("standard", "quick", "memory"):
-        typer.echo("shardq bench compare: --matrix is standard, quick or memory", err=True)
+    if matrix not in MATRIX_HELP:
+        typer.echo(
+            f"shardq bench compare: --matrix is one of {', '.join(MATRIX_HELP)}"
+            " (shardq bench compare --help says what each runs)",
+            err=True,
+        )
         raise typer.Exit(2)
     shards = [int(x) for x in scaling.split(",")] if scaling else None
     progress = _progress_wanted(as_json)

@@ -146,6 +146,14 @@ def _measure_memory(
     }
 
 
+def time_left(elapsed: float, done: int, total: int) -> str:
+    """ ", about N s/min left" from the runs done so far (nothing before the first one)."""
+    if done == 0 or done >= total:
+        return ""
+    left = elapsed / done * (total - done)
+    return f", about {left / 60:.0f} min left" if left >= 120 else f", about {left:.0f} s left"
+
+
 def _loadavg() -> str:
     try:
         with open("/proc/loadavg") as f:
@@ -223,15 +231,29 @@ def compare(
     runs: dict[str, dict[str, list[dict]]] = {s: defaultdict(list) for s, _ in sides}
     started = time.monotonic()
     load_before = _loadavg()
-    for i, cell in enumerate(cells):
-        for rnd in range(rounds):
-            for side, template in sides:
-                if cell.kind == "memory" and (side == "l" or rnd > 0):
-                    continue  # the stub holds nothing; memory is deterministic enough
-                log.info("%s round %d/%d %s", cell.label, rnd + 1, rounds, side.upper())
-                with Server(template) as server:  # a fresh one: nothing left from other cells
-                    res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
-                runs[side][cell.key].append(res)
+    plan = [
+        (i, cell, rnd, side, template)
+        for i, cell in enumerate(cells)
+        for rnd in range(rounds)
+        for side, template in sides
+        # the stub holds nothing; memory is deterministic enough for one round
+        if not (cell.kind == "memory" and (side == "l" or rnd > 0))
+    ]
+    for n, (i, cell, rnd, side, template) in enumerate(plan):
+        log.info(
+            "%s round %d/%d %s (run %d of %d%s)",
+            cell.label,
+            rnd + 1,
+            rounds,
+            side.upper(),
+            n + 1,
+            len(plan),
+            time_left(time.monotonic() - started, n, len(plan)),
+        )
+        # A fresh server per run: nothing left from other cells.
+        with Server(template, label=f"server {side.upper()}") as server:
+            res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
+        runs[side][cell.key].append(res)
     out: dict[str, Any] = {
         "a": a,
         "b": b,
@@ -263,7 +285,7 @@ def scale(
     """B with --shards N for each N, on the mixed and multitube rows (one round each)."""
     rows = []
     for n in shards:
-        with Server(f"{template} --shards {n}") as server:
+        with Server(f"{template} --shards {n}", label=f"server B --shards {n}") as server:
             for i, cell in enumerate(c for c in cells if c.key in SCALING_KEYS):
                 log.info("scaling --shards %d %s", n, cell.label)
                 res = measure(server, cell, f"s{n}c{i}", procs, progress)
@@ -271,8 +293,12 @@ def scale(
     return rows
 
 
+#: The unit of a row's A, B and L figures, by the row's kind.
+UNITS = {"ops": "ops/s", "cycles": "cycles/s", "memory": "MiB RSS"}
+
+
 def _fmt_value(kind: str, v: float) -> str:
-    return f"{v / 2**20:,.0f} MiB" if kind == "memory" else f"{v:,.0f}"
+    return f"{v / 2**20:,.0f}" if kind == "memory" else f"{v:,.0f}"
 
 
 def _pair(row: dict[str, Any], key: str, fmt: str, sides: tuple[str, ...] = ("a", "b")) -> str:
@@ -285,8 +311,8 @@ def format_table(result: dict[str, Any]) -> str:
     if result.get("l"):
         lines.append(f"L: {result['l']}  (stub: the load tool's ceiling)")
     lines.append(
-        f"{'row':<38}{'A':>10}{'B':>10}{'L':>10}{'B/A':>6}{'srv% A/B':>11}"
-        f"{'kops/cpu-s A/B':>16}{'tool% A/B/L':>13}  {'tool limit':<12} err A/B"
+        f"{'row':<38}{'unit':<9}{'A':>10}{'B':>10}{'L':>10}{'B/A':>6}{'srv CPU% A/B':>14}"
+        f"{'kops/cpu-s A/B':>16}{'tool CPU% A/B/L':>17}  {'tool limit':<12} errors A/B"
     )
     for r in result["rows"]:
         a, b, kind = r["a"], r["b"], r["kind"]
@@ -294,15 +320,16 @@ def format_table(result: dict[str, Any]) -> str:
         ops = kind != "memory"
         tool = [f"{100 * r[s]['client_cores']:.0f}" if s in r else "-" for s in ("a", "b", "l")]
         lines.append(
-            f"{r['label'][:37]:<38}{_fmt_value(kind, a['value']):>10}"
+            f"{r['label'][:37]:<38}{UNITS[kind]:<9}{_fmt_value(kind, a['value']):>10}"
             f"{_fmt_value(kind, b['value']):>10}{lv:>10}{r['ratio']:>6.2f}"
-            f"{_pair(r, 'cpu_pct', '.0f'):>11}"
+            f"{_pair(r, 'cpu_pct', '.0f'):>14}"
             f"{_pair(r, 'kops_per_cpu_s', '.1f') if ops else '-':>16}"
-            f"{'/'.join(tool) if ops else '-':>13}  {flag_text(r):<12} {a['errors']}/{b['errors']}"
+            f"{'/'.join(tool) if ops else '-':>17}  {flag_text(r):<12} {a['errors']}/{b['errors']}"
         )
         if "p99_ratio" in r:
             lines.append(
-                f"{'  pingpong p99 latency (us)':<38}{a['p99_us']:>10.0f}{b['p99_us']:>10.0f}"
+                f"{'  pingpong p99 cycle latency':<38}{'µs':<9}"
+                f"{a['p99_us']:>10.0f}{b['p99_us']:>10.0f}"
                 f"{r['l']['p99_us'] if 'l' in r else 0:>10.0f}{r['p99_ratio']:>6.2f}"
             )
     for s in result.get("scaling", []):

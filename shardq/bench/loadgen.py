@@ -57,6 +57,19 @@ class Conn:
         self.want_w = False
 
 
+def unreachable(host: str, port: int, error: OSError) -> str:
+    """``cannot reach HOST:PORT: reason`` (the address the user gave, then the OS's words)."""
+    return f"cannot reach {host}:{port}: {(error.strerror or str(error)).lower()}"
+
+
+def check_reachable(host: str, port: int, timeout: float = 5.0) -> None:
+    """Raise ConnectionError naming the address unless a TCP connection to it succeeds."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise ConnectionError(unreachable(host, port, e)) from None
+
+
 def connect(spec: Spec, plan: ConnPlan, timeout: float = 10.0) -> Conn:
     """Connect and send the connection's use/watch/ignore, blocking, before the clock."""
     deadline = time.monotonic() + timeout
@@ -64,9 +77,9 @@ def connect(spec: Spec, plan: ConnPlan, timeout: float = 10.0) -> Conn:
         try:
             sock = socket.create_connection((spec.host, spec.port), timeout=timeout)
             break
-        except OSError:
+        except OSError as e:
             if time.monotonic() > deadline:
-                raise
+                raise ConnectionError(unreachable(spec.host, spec.port, e)) from None
             time.sleep(0.05)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = b""

@@ -160,8 +160,9 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
         "",
         result.get("legend", LEGEND),
         "",
-        "| row | A | B | L | B/A | server CPU A / B | kops/cpu-s A / B | load tool CPU A / B / L"
-        " | other A / B | tool limit | B CPU by process | errors A/B |",
+        "| row (unit of A, B, L) | A | B | L | B/A | server CPU A / B | kops/cpu-s A / B"
+        " | load tool CPU A / B / L | other CPU A / B | tool limit | B CPU by process"
+        " | errors A/B |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     for r in rows:
@@ -187,7 +188,7 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
             "",
             "**Scaling** (B with `--shards N`, one acceptor; one round per cell):",
             "",
-            "| shards | row | ops/s | B CPU | kops/cpu-s | load tool CPU | other | tool limit"
+            "| shards | row | ops/s | B CPU | kops/cpu-s | load tool CPU | other CPU | tool limit"
             " | CPU by process | errors |",
             "|---:|---|---:|---:|---:|---:|---:|---|---|---:|",
         ]

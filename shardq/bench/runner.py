@@ -46,26 +46,47 @@ def _worker(spec: Spec, k: int, shared: Any, ready: Any, go: Any, deadline: Any,
 
 
 class Progress:
-    """One self-rewriting stderr line; silent when disabled."""
+    """One self-rewriting stderr line with the time left; silent when disabled (not a
+    terminal, or --json), and drawn only once a run has lasted `AFTER_S` (short runs stay
+    quiet)."""
+
+    AFTER_S = 1.0
 
     def __init__(self, enabled: bool, label: str) -> None:
         self.enabled = enabled
         self.label = label
-        self.last = 0.0
+        self.width = 0  # of the last line drawn, to blank it at the end
 
-    def show(self, fraction: float, ops: int, rate: float) -> None:
-        if not self.enabled:
+    def show(self, fraction: float, ops: int, rate: float, elapsed: float) -> None:
+        if not self.enabled or elapsed < self.AFTER_S:
             return
+        fraction = min(1.0, max(0.0, fraction))
         width = 30
-        filled = int(width * min(1.0, fraction))
+        filled = int(width * fraction)
         bar = "#" * filled + "." * (width - filled)
-        sys.stderr.write(f"\r{self.label} [{bar}] {ops:>10,} ops {rate:>10,.0f} ops/s ")
+        line = (
+            f"{self.label} [{bar}] {ops:>10,} ops {rate:>10,.0f} ops/s"
+            f"  {time_left(elapsed, fraction)}"
+        )
+        pad = " " * max(0, self.width - len(line))
+        self.width = len(line)
+        sys.stderr.write(f"\r{line}{pad}")
         sys.stderr.flush()
 
     def end(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r" + " " * 90 + "\r")
+        if self.enabled and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
             sys.stderr.flush()
+
+
+def time_left(elapsed: float, fraction: float) -> str:
+    """'12 s left' / '3 min left' from the share done so far; '' until there is a share."""
+    if fraction <= 0:
+        return "  ? s left"
+    left = max(0.0, elapsed * (1 - fraction) / fraction)
+    if left >= 120:
+        return f"{left / 60:>3.0f} min left"
+    return f"{left:>5.0f} s left"
 
 
 def run_load(
@@ -107,7 +128,7 @@ def run_load(
             fraction = done / spec.jobs
         else:
             fraction = elapsed / limit
-        bar.show(fraction, ops, ops / elapsed if elapsed > 0 else 0.0)
+        bar.show(fraction, ops, ops / elapsed if elapsed > 0 else 0.0, elapsed)
         if elapsed > limit + 60 and len(results) < len(procs):
             break
     stats = window.stop() if window is not None else None
@@ -208,8 +229,8 @@ def format_result(r: dict[str, Any]) -> str:
         f"pipeline {s['pipeline']}, {s['size']}-byte bodies, {s['processes']} load processes",
         f"{r['total_ops']:,} ops in {r['elapsed_s']:.2f} s = {r['ops_per_sec']:,.0f} ops/s; "
         f"errors {r['errors']}; client CPU {r['client_cpu_s']:.1f} s",
-        f"{'op':<9}{'count':>11}{'ops/s':>11}{'err':>6}"
-        f"{'p50':>9}{'p90':>9}{'p99':>9}{'p99.9':>9}{'max':>9}   (latency, us)",
+        f"{'op':<9}{'count (ops)':>12}{'ops/s':>11}{'errors':>7}"
+        f"{'p50 µs':>9}{'p90 µs':>9}{'p99 µs':>9}{'p99.9 µs':>10}{'max µs':>10}",
     ]
     rows = list(r["ops"].items())
     if "cycles" in r:
@@ -217,8 +238,9 @@ def format_result(r: dict[str, Any]) -> str:
     for op, o in rows:
         lat = o["latency_us"]
         lines.append(
-            f"{op:<9}{o['count']:>11,}{o['per_sec']:>11,.0f}{o['errors']:>6}"
-            + "".join(f"{lat[k]:>9.0f}" for k in ("p50", "p90", "p99", "p99.9", "max"))
+            f"{op:<9}{o['count']:>12,}{o['per_sec']:>11,.0f}{o['errors']:>7}"
+            + "".join(f"{lat[k]:>9.0f}" for k in ("p50", "p90", "p99"))
+            + "".join(f"{lat[k]:>10.0f}" for k in ("p99.9", "max"))
         )
     if r["timed_out"]:
         lines.append(f"reserve TIMED_OUT (queue empty, not an error): {r['timed_out']}")

@@ -143,7 +143,9 @@ class Server:
 
     Its output goes to a temporary file removed at `stop`, or is appended to `log_path`
     (kept). `new_session` starts it in a session of its own, so its whole process group can
-    be killed at once (tools/crash_test.py)."""
+    be killed at once (tools/crash_test.py). A server that does not come up raises
+    RuntimeError naming it (`label`), its command, how it ended and the end of its own
+    output (read before the temporary file is removed)."""
 
     def __init__(
         self,
@@ -153,8 +155,10 @@ class Server:
         log_path: Path | None = None,
         new_session: bool = False,
         cwd: Path | None = None,
+        label: str = "server",
     ) -> None:
         self.template = template
+        self.label = label
         self.port = free_port()
         self.argv = command_argv(template, self.port)
         self.keep_log = log_path is not None
@@ -163,19 +167,47 @@ class Server:
             os.close(fd)
             log_path = Path(name)
         self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                start_new_session=new_session,
-                cwd=cwd,
-            )
+        try:
+            with open(log_path, "ab") as log:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=new_session,
+                    cwd=cwd,
+                )
+        except OSError as e:  # no such program, not executable, bad cwd
+            self._remove_log()
+            reason = e.strerror or str(e)
+            raise RuntimeError(f"{label}: cannot run {shlex.join(self.argv)}: {reason}") from None
         if not wait_answering(self.proc, self.port, start_timeout):
-            tail = log_path.read_text(errors="replace")[-2000:]
+            output = self.output_tail()
+            status = self.proc.poll()
             self.stop()
-            raise RuntimeError(f"server {self.argv} did not start:\n{tail}")
+            how = (
+                f"exited with status {status}"
+                if status is not None
+                else f"did not answer within {start_timeout:g} s"
+            )
+            raise RuntimeError(
+                f"{label} did not start: {shlex.join(self.argv)} {how} before answering on"
+                f" 127.0.0.1:{self.port}; {output}"
+            )
+
+    def output_tail(self, limit: int = 2000) -> str:
+        """The end of what the server printed, as a phrase for an error message."""
+        try:
+            text = self.log_path.read_text(errors="replace")[-limit:].strip()
+        except OSError as e:
+            return f"its output could not be read ({e.strerror or e})"
+        if not text:
+            return "it printed nothing"
+        return "its output:\n" + "\n".join("  " + line for line in text.splitlines())
+
+    def _remove_log(self) -> None:
+        if not self.keep_log:
+            self.log_path.unlink(missing_ok=True)
 
     @property
     def pids(self) -> list[int]:
@@ -186,8 +218,7 @@ class Server:
         children = [p for p in self.pids if p != self.proc.pid]
         terminate(self.proc, STOP_TIMEOUT_S)
         kill_pids([pid for pid in children if is_alive(pid)])
-        if not self.keep_log:
-            self.log_path.unlink(missing_ok=True)
+        self._remove_log()
 
     def __enter__(self) -> Server:
         return self

@@ -11,7 +11,31 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-WORKLOADS = ("put", "reserve", "mixed", "multitube", "pingpong")
+#: Every workload and what it does (the order of `bench --help`).
+WORKLOAD_HELP = {
+    "put": "producers only: every connection puts --size-byte jobs into one tube, --pipeline"
+    " requests in flight; measures put throughput and latency",
+    "reserve": "puts --jobs (or --prefill) jobs first, untimed, then every connection reserves"
+    " and deletes them until the tube is empty or --duration is up",
+    "mixed": "half the connections put, the other half reserve and delete, on one tube;"
+    " producers pause while more than --backlog jobs are ready",
+    "multitube": "mixed spread over --tubes tubes: each producer uses one, every consumer"
+    " watches them all",
+    "pingpong": "one job at a time per connection: put, reserve, delete, then the next; the"
+    " cycle's rate and latency (a client waiting on every reply)",
+}
+WORKLOADS = tuple(WORKLOAD_HELP)
+
+#: `bench compare --matrix` choices (the rows are `shardq.bench.compare.matrix`'s).
+MATRIX_HELP = {
+    "standard": "what `make bench` runs: put (1 conn; 50 conns x16 pipelined), reserve+delete"
+    " (50 conns, 150,000 jobs pre-filled), mixed (50 and 200 conns), multitube (16 tubes, 64"
+    " conns), pingpong (1 client), 5 s each, plus memory: RSS holding 1,000,000 ready jobs",
+    "quick": "a smoke test in about a minute: put 50x16, mixed 50, pingpong, 0.5 s each, and"
+    " memory with 20,000 jobs",
+    "memory": "only the memory row: each server's RSS (MiB) and bytes per job holding"
+    " 1,000,000 ready 100-byte jobs",
+}
 PRODUCER, CONSUMER, DRAINER, PINGPONG = "producer", "consumer", "drainer", "pingpong"
 
 

@@ -43,12 +43,18 @@ _REQUIRED = ("ts", "server", "tube", "job", "event")
 USED = ("ts", "server", "tube", "job", "event", "delay")
 
 
-def clean(raw: DataFrame) -> DataFrame:
-    """Drop malformed lines (all-null rows under the explicit schema) and unknown events."""
+def valid() -> Column:
+    """True for a usable event: malformed lines are all-null rows under the explicit schema,
+    and an unknown event or a missing required field is not one either."""
     ok = F.col("event").isin(*EVENTS)
     for name in _REQUIRED:
         ok = ok & F.col(name).isNotNull()
-    return raw.where(ok)
+    return F.coalesce(ok, F.lit(False))
+
+
+def clean(raw: DataFrame) -> DataFrame:
+    """Drop malformed lines and unknown events (rows that are not `valid`)."""
+    return raw.where(valid())
 
 
 def minute_counts(events: DataFrame) -> DataFrame:

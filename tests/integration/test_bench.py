@@ -6,8 +6,13 @@ Performance itself is measured by `make bench` (docs/BENCHMARKS.md), never asser
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +105,133 @@ def test_histogram_buckets_and_merge() -> None:
     assert a.total == 1000 and a.max == 1_000_000
     assert abs(a.percentile(50) - 500_000) / 500_000 < 0.02
     assert abs(a.percentile(99) - 990_000) / 990_000 < 0.02
+
+
+# ---------------------------------------------------------------------- clean-up and failures
+
+
+def _server_stats(port: int) -> dict[str, str]:
+    """The server-wide `stats` of the server at `port`."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"stats\r\n")
+        data = b""
+        while b"\r\n" not in data or len(data) < data.index(b"\r\n") + 2 + int(data.split()[1]):
+            chunk = s.recv(65536)
+            assert chunk, "server closed the connection"
+            data += chunk
+    body = data.split(b"\r\n", 1)[1].decode()
+    return dict(
+        (k.strip(), v.strip())
+        for k, _, v in (line.partition(":") for line in body.splitlines())
+        if v
+    )
+
+
+def _bench_run(port: int, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "shardq", "bench", "--port", str(port), "--json", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def fresh_port() -> int:
+    """A shardq of its own, so its job counts are this test's alone."""
+    from shardq.bench.servers import Server
+
+    server = Server("shardq serve -p {port} --shards 2")
+    yield server.port
+    server.stop()
+
+
+def test_bench_removes_the_jobs_it_put(fresh_port: int) -> None:
+    done = _bench_run(fresh_port, "-w", "put", "-c", "4", "--pipeline", "16", "-d", "0.5")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["total_ops"] > 0
+    assert result["cleanup"]["removed"] >= result["total_ops"] and result["cleanup"]["left"] == 0
+    assert "removing" in done.stderr and "--keep keeps them" in done.stderr
+    stats = _server_stats(fresh_port)
+    assert int(stats["total-jobs"]) >= result["total_ops"]
+    for state in ("ready", "reserved", "delayed", "buried"):
+        assert stats[f"current-jobs-{state}"] == "0", stats
+
+
+def test_bench_keep_leaves_the_jobs_and_says_so(fresh_port: int) -> None:
+    done = _bench_run(fresh_port, "-w", "multitube", "-c", "4", "-t", "3", "-d", "0.5", "--keep")
+    assert done.returncode == 0, done.stderr
+    cleanup = json.loads(done.stdout)["cleanup"]
+    assert cleanup["kept"] and cleanup["removed"] == 0 and cleanup["left"] > 0
+    assert len(cleanup["tubes"]) == 4  # the three tubes and the prefix (unused here)
+    assert f"kept {cleanup['left']:,} jobs" in done.stderr
+    stats = _server_stats(fresh_port)
+    held = sum(int(stats[f"current-jobs-{s}"]) for s in ("ready", "reserved", "delayed", "buried"))
+    assert held == cleanup["left"]
+
+
+def test_bench_names_the_address_it_cannot_reach() -> None:
+    from shardq.bench.procs import free_port
+
+    port = free_port()  # nothing listens there
+    started = time.monotonic()
+    done = _bench_run(port, "-d", "1")
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"shardq bench: cannot reach 127.0.0.1:{port}: connection refused"
+    assert time.monotonic() - started < 10
+
+
+def _compare_failing(a: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable, "-m", "shardq", "bench", "compare", "--matrix", "quick", "--rounds", "1",
+        "--duration", "0.3", "--no-stub", "--a", a, "--b", "shardq serve -p {port}",
+    ]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # where the servers' output files go
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_compare_shows_the_error_of_a_server_that_does_not_start(tmp_path: Path) -> None:
+    script = "import sys; print('disk on fire', file=sys.stderr); sys.exit(3)"
+    done = _compare_failing(
+        f"{shlex.quote(sys.executable)} -c {shlex.quote(script)} {{port}}", tmp_path
+    )
+    assert done.returncode == 1
+    assert "server A did not start" in done.stderr and "exited with status 3" in done.stderr
+    assert "  disk on fire" in done.stderr  # its own words, read before the file was removed
+    assert "No such file" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # its output file is gone afterwards
+
+
+def test_compare_shows_shardqs_own_start_up_error(tmp_path: Path) -> None:
+    done = _compare_failing("shardq serve -p {port} --shards 0", tmp_path)
+    assert done.returncode == 1
+    assert "server A did not start" in done.stderr and "--shards" in done.stderr, done.stderr
+
+
+def test_compare_names_a_command_that_does_not_exist(tmp_path: Path) -> None:
+    done = _compare_failing("no-such-server-program -p {port}", tmp_path)
+    assert done.returncode == 1
+    assert "server A: cannot run no-such-server-program" in done.stderr, done.stderr
+
+
+def test_help_explains_every_workload_and_matrix() -> None:
+    from shardq.bench.workloads import MATRIX_HELP, WORKLOADS
+
+    def help_of(*args: str) -> str:
+        cmd = [sys.executable, "-m", "shardq", "bench", *args, "--help"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return " ".join(done.stdout.split())
+
+    bench, compare = help_of(), help_of("compare")
+    for name in WORKLOADS:
+        assert f" {name} " in bench.split("Workloads (-w):")[1], name
+    for name in MATRIX_HELP:
+        assert f" {name} " in compare.split("Matrices (--matrix):")[1], name
+
+
+def test_time_left() -> None:
+    from shardq.bench.compare import time_left as runs_left
+    from shardq.bench.runner import time_left
+
+    assert time_left(5.0, 0.5).strip() == "5 s left"
+    assert time_left(60.0, 0.25).strip() == "3 min left"
+    assert runs_left(30.0, 3, 9) == ", about 60 s left"
+    assert runs_left(30.0, 0, 9) == ""

@@ -123,7 +123,11 @@ def test_compare_flags_every_row_when_a_is_the_stub(tmp_path) -> None:
     memory = next(r for r in result["rows"] if r["kind"] == "memory")
     assert "l" not in memory and "tool_limit" not in memory
     assert "tool limit:" in text  # the legend
-    header = next(line for line in text.splitlines() if line.startswith("| row | A | B | L |"))
+    header = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("| row (unit of A, B, L) | A | B | L |")
+    )
     col = [c.strip() for c in header.split("|")].index("tool limit")
     for row in rows:
         line = next(x for x in text.splitlines() if x.startswith(f"| {row['label']} ("))

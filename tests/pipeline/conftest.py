@@ -1,4 +1,4 @@
-"""One local SparkSession for the whole pipeline suite, quiet and fast (see spark.md).
+"""One local SparkSession for the whole pipeline suite, quiet and fast.
 
 Run these apart from the rest, in one process: `pytest -m spark -p no:xdist` (each xdist
 worker would start its own JVM). Without pyspark or Java the tests skip locally but FAIL
@@ -26,7 +26,7 @@ def spark_env() -> dict[str, str]:
     """Environment for every JVM the tests start (session, spark-submit, master, worker)."""
     return {
         "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_CONF_DIR": str(REPO / "config" / "spark"),
+        "SPARK_CONF_DIR": str(REPO / "shardq" / "pipeline" / "spark"),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "TZ": "UTC",
