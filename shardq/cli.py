@@ -316,4 +316,8 @@ def analyze(
 # `shardq bench` and `shardq bench compare`: the load tool lives in shardq.bench.
 from shardq.bench.cli import bench_app  # noqa: E402
 
-app.add_typer(bench_app, name="bench")
+app.add_typer(
+    bench_app,
+    name="bench",
+    short_help="Load-test any beanstalk server; `compare` runs the A/B matrix.",
+)

@@ -270,7 +270,7 @@ class Parser:
         self._skip = 0  # bytes still to discard for a JOB_TOO_BIG put
         self._overlong = False  # discarding an over-long line up to its CRLF
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         """Buffer bytes received from the client."""
         if self._skip and self._pos == len(self._buf):
             # Bit bucket: drop body bytes straight away instead of storing them.

@@ -97,14 +97,16 @@ def accept(self: Acceptor) -> None:
 
 
 def read(self: Acceptor, conn: Conn) -> None:
+    """Read what the client sent into the one reused buffer (sock.recv(n) would allocate n
+    bytes each call: with a large n, an mmap and munmap per read) and run its commands."""
     try:
-        data = conn.sock.recv(RECV_BYTES)
+        n = conn.sock.recv_into(self.rbuf)
     except (BlockingIOError, InterruptedError):
         return
     except OSError:
         self.close(conn)
         return
-    if not data:
+    if not n:
         conn.eof = True
         if isinstance(conn.waiting, CrossReserve):
             self.finish_cross(conn.waiting, proto.TIMED_OUT)
@@ -117,7 +119,7 @@ def read(self: Acceptor, conn: Conn) -> None:
         if conn.phase is IDLE and conn.held is None:
             self.finish(conn)
         return
-    conn.parser.feed(data)
+    conn.parser.feed(self.rview[:n])
     self.pump(conn)
 
 

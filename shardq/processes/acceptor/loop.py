@@ -171,6 +171,8 @@ class Acceptor:
         # only these need asking for input before the loop sleeps (each ask is 2 syscalls).
         self.touched: set[zmq.Socket] = set(zsocks)
         self.conns: dict[int, Conn] = {}
+        self.rbuf = bytearray(clients.RECV_BYTES)  # every client read lands here first
+        self.rview = memoryview(self.rbuf)
         # connection ids and rids carry this process's index (routing.origin_of); connection
         # ids start at the clock so they are unique across restarts too
         self.next_conn = tagged(time.time_ns() // 1000, index)
