@@ -17,8 +17,9 @@ YAML layout::
     listen: 127.0.0.1
     port: 11300
     max_job_size: 65535
-    shards: 4              # omitted -> half the cores (at least `serving`)
-    serving: 2             # serving processes: each accepts clients and hosts a shard
+    shards: 4              # omitted -> half the cores, at least `serving`
+    serving: 2             # serving processes, each accepting clients and hosting a shard
+                           # (omitted -> 2 with 2 cores or more; at most `shards`)
     colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
     poll_us: 100           # after a busy turn, poll this long before sleeping (0: never)
     stats_yaml: plain      # plain: beanstalkd 1.12's bytes (name: foo); quoted: 1.13's
@@ -55,10 +56,19 @@ MAX_SHARDS = 64
 MAX_POLL_US = 10_000  #: poll_us above this would only burn CPU
 
 
+def _default_serving() -> int:
+    """Two serving processes where there are two cores or more. Measured on 2 cores
+    (docs/BENCHMARKS.md): 1.5x one process when clients' tubes spread over the shards
+    (each connection moves to its tubes' process), the same when every client uses one
+    tube, 0.87x when every consumer watches tubes on every shard. More are not measured
+    here: set `serving` up to the core count for tubes that spread."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
 def _default_shards() -> int:
-    """Half the cores: measured on 2 cores, one shard beats two or four (the acceptor is the
-    bottleneck and more shards only add cross-shard hops); see docs/BENCHMARKS.md."""
-    return max(1, min((os.cpu_count() or 1) // 2, MAX_SHARDS))
+    """Half the cores, and at least one per serving process (each hosts one): more shards
+    than serving processes only add cross-shard reserves and hops (docs/BENCHMARKS.md)."""
+    return max(_default_serving(), min((os.cpu_count() or 1) // 2, MAX_SHARDS))
 
 
 def _default_server_id() -> str:
@@ -71,7 +81,7 @@ class Config:
     port: int = 11300  # -p PORT; 0 = let the OS pick a free port
     max_job_size: int = 65535  # -z BYTES; body bytes, clamped to JOB_SIZE_LIMIT_MAX
     shards: int = field(default_factory=_default_shards)  # --shards N; 1..MAX_SHARDS
-    serving: int = 1  # --serving N; processes that accept clients, each hosting a shard
+    serving: int = field(default_factory=_default_serving)  # --serving N; accept + host a shard
     verbose: int = 0  # -V, repeatable; 0 = quiet, higher = more logging
     run_dir: str | None = None  # --run-dir; ipc sockets live here; None = fresh temp dir
     server_id: str = field(default_factory=_default_server_id)  # `server` key; names events
@@ -323,6 +333,9 @@ def load_config(
         where = f"flag {flag} ({FIELDS[name][0]})" if flag else f"override {name}"
         values[name] = FIELDS[name][1](where, raw, True)
     config = replace(Config(), **values)
+    if "serving" not in values:  # the default, within the shards and colocation given
+        serving = min(config.serving, config.shards) if config.colocate else 1
+        config = replace(config, serving=serving)
     if config.serving > config.shards:
         if "shards" in values:
             raise ConfigError(

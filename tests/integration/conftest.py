@@ -69,9 +69,18 @@ class Server:
         return role_pids(self.pid)
 
     def expected_roles(self) -> set[str]:
-        hosted = 0 if self.colocate else None
-        shards = {f"shard {i}" for i in range(self.shards) if i != hosted}
-        return {"coordinator", "acceptor"} | shards
+        serving = self.serving()
+        hosted = range(serving) if self.colocate else range(0)
+        shards = {f"shard {i}" for i in range(self.shards) if i not in hosted}
+        if serving == 1:
+            return {"coordinator", "acceptor"} | shards
+        return {"coordinator"} | {f"acceptor {i}" for i in range(serving)} | shards
+
+    def serving(self) -> int:
+        """The serving processes asked for on the command line (launch's default: 1)."""
+        args = self.proc.args
+        assert isinstance(args, list)
+        return int(args[args.index("--serving") + 1])
 
     def wait_all_children(self, timeout: float = 10.0) -> dict[str, int]:
         """Poll until every expected child runs; return role -> pid."""
@@ -118,6 +127,8 @@ def launch(tmp_path: Path, shards: int, extra: tuple[str, ...] = (), port: int =
     stderr_path = base / "stderr.log"
     cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", str(port)]
     cmd += ["--shards", str(shards), "--run-dir", str(run_dir), *extra]
+    if "--serving" not in extra:
+        cmd += ["--serving", "1"]  # a test that wants several says so
     env = dict(os.environ, TMPDIR=str(tmp_dir))
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(

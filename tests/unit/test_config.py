@@ -28,7 +28,9 @@ def test_defaults_without_file_or_flags():
     config = load_config(None, {})
     assert config == Config()
     assert (config.listen, config.port, config.max_job_size) == ("127.0.0.1", 11300, 65535)
-    assert config.shards == max(1, min((os.cpu_count() or 1) // 2, 64))
+    serving = 2 if (os.cpu_count() or 1) >= 2 else 1
+    assert config.serving == serving
+    assert config.shards == max(serving, min((os.cpu_count() or 1) // 2, 64))
     assert (config.verbose, config.run_dir, config.wal_dir) == (0, None, None)
     assert (config.fsync_ms, config.segment_bytes) == (50, 10485760)
     assert config.server_id
@@ -46,6 +48,7 @@ listen: 0.0.0.0
 port: 0
 max_job_size: 1024
 shards: 3
+serving: 1
 colocate: false
 poll_us: 0
 verbose: 2
@@ -61,6 +64,7 @@ wal:
         port=0,
         max_job_size=1024,
         shards=3,
+        serving=1,
         colocate=False,
         poll_us=0,
         verbose=2,
