@@ -137,6 +137,33 @@ SESSIONS: list[Session] = [
         B.read(want=b"RESERVED {j1} 1\r\nh\r\n"),
         ignore=RACY_CONNECTION_KEYS,
     ),
+    session(
+        "half-close-answers-every-command-after-a-waiting-reserve",
+        A(b"reserve\r\nkick-job \r\npeek-buried\r\n", 0),
+        A.shutdown(),
+        A.read(3, want=b"TIMED_OUT\r\nBAD_FORMAT\r\nNOT_FOUND\r\n"),
+        A.eof(),
+    ),
+    # hc0 and hcx4 live on shard 2 of 4 (a shard process), default on shard 3: with 4
+    # shards B's reserve goes over a hop and C's spans two shards (offers)
+    session(
+        "half-close-reserve-still-takes-a-ready-job",
+        A(b"use hc0\r\n"),
+        A(b"put 0 0 60 1\r\na\r\n", bind="j1"),
+        A(b"use hcx4\r\n"),
+        A(b"put 0 0 60 1\r\nb\r\n", bind="j2"),
+        B(b"watch hc0\r\nignore default\r\nreserve\r\npeek {j1}\r\n", 0),
+        B.shutdown(),
+        B.read(
+            4, want=b"WATCHING 2\r\nWATCHING 1\r\nRESERVED {j1} 1\r\na\r\nFOUND {j1} 1\r\na\r\n"
+        ),
+        B.eof(),
+        C(b"watch hcx4\r\nreserve\r\n", 0),
+        C.shutdown(),
+        C.read(2, want=b"WATCHING 2\r\nRESERVED {j2} 1\r\nb\r\n"),
+        C.eof(),
+        ignore=RACY_CONNECTION_KEYS,
+    ),
 ]
 
 

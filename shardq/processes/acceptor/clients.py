@@ -107,16 +107,13 @@ def read(self: Acceptor, conn: Conn) -> None:
         self.close(conn)
         return
     if not n:
+        # end of input (a close, or a half-close after the last command): as beanstalkd,
+        # every command read so far is answered in order, a waiting reserve first (what
+        # is ready now, else TIMED_OUT), and the connection closes after the last answer
         conn.eof = True
-        if isinstance(conn.waiting, CrossReserve):
-            self.finish_cross(conn.waiting, proto.TIMED_OUT)
-        elif conn.waiting is not None:
-            self.pending.pop(conn.waiting, None)
-            self.inflight.pop(conn.waiting, None)
-            conn.waiting = None
-            conn.out += proto.TIMED_OUT
-            conn.step("answer")
-        if conn.phase is IDLE and conn.held is None:
+        if conn.waiting is not None:
+            self.reserve_at_eof(conn)
+        elif conn.phase is IDLE and conn.held is None:
             self.finish(conn)
         return
     conn.parser.feed(self.rview[:n])

@@ -64,8 +64,28 @@ def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> Non
         self.on_reserved(conn, reply[1:])
 
 
+def reserve_at_eof(self: Acceptor, conn: Conn) -> None:
+    """The client ended its input while a reserve waits: the reserve's timeout becomes
+    now. A job ready (or offered) by then is still reserved; otherwise TIMED_OUT. Either
+    way the commands read after it are answered next (reply -> pump)."""
+    waiting = conn.waiting
+    if isinstance(waiting, CrossReserve):
+        waiting.expire_at, waiting.reply = time.monotonic_ns(), proto.TIMED_OUT
+        if len(waiting.answered) == len(waiting.rids):  # settled with no offer: waits
+            self.finish_cross(waiting, proto.TIMED_OUT)
+        return  # still collecting first answers: settle_cross decides
+    if waiting is not None:
+        # withdraw the waiter; requests to a shard are ordered, so its answer comes
+        # first if it served the reserve, else CANCELLED (on_reserved: TIMED_OUT)
+        target = self.inflight[waiting][0] if waiting in self.inflight else self.hosted_index
+        self.cancel(target, waiting, conn)
+
+
 def on_reserved(self: Acceptor, conn: Conn, payload: list[Any]) -> None:
     conn.waiting = None
+    if payload[0] == CANCELLED:  # withdrawn at end of input (reserve_at_eof)
+        self.reply(conn, proto.TIMED_OUT)
+        return
     if payload[0] == RESERVED:
         _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
         conn.reserved[job_id] = deadline

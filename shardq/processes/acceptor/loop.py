@@ -77,6 +77,7 @@ class Acceptor:
     finish_cross = cross.finish_cross
     run_timers = cross.run_timers
     reask_offers = cross.reask_offers
+    reserve_at_eof = cross.reserve_at_eof
     reply = clients.reply
     flush_output = clients.flush_output
     finish = clients.finish
