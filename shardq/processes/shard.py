@@ -212,21 +212,29 @@ class ShardServer:
         self.sock.linger = 0
         self.sock.bind(endpoint)
 
-    def take_messages(self, now: int, out: dict[bytes, list]) -> None:
-        """Handle what the socket holds (a bounded number of messages) into `out`."""
-        core = self.core
+    def receive(self) -> list[tuple[bytes, list[Any]]]:
+        """The batches the socket holds (a bounded number of messages), with their peers."""
+        batches = []
         for _ in range(MAX_MESSAGES_PER_TURN):
             try:
                 peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
             try:
-                batch = wire.unpack(data)
+                batches.append((peer, wire.unpack(data)))
             except ValueError:
-                log.warning("shard %d: dropped a malformed message", core.index)
-                continue
+                log.warning("shard %d: dropped a malformed message", self.core.index)
+        return batches
+
+    def handle(self, batches: list[tuple[bytes, list[Any]]], now: int, out: Outbox) -> None:
+        handle_into = self.core.handle_into
+        for peer, batch in batches:
             for req in batch:
-                core.handle_into(peer, req, now, out)
+                handle_into(peer, req, now, out)
+
+    def take_messages(self, now: int, out: Outbox) -> None:
+        """Handle what the socket holds (a bounded number of messages) into `out`."""
+        self.handle(self.receive(), now, out)
 
     def send_replies(self, out: dict[bytes, list]) -> None:
         for peer, replies in out.items():

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.cluster import wire
 from shardq.engine.engine import RESERVED
 from shardq.processes import shard_ops as ops
-from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, Conn, Done
+from shardq.processes.acceptor.conn import CLOSED, CLOSING, COORDINATOR, Conn, Done
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -180,11 +180,11 @@ def connection_fields(self: Acceptor) -> dict[str, Any]:
     """This process's part of `stats`: its command counters and connections. A hosted
     shard adds them to its COUNTS answer (ShardCore.host_fields), so the coordinator sums
     every serving process's part, exact as of when each answered."""
-    conns = self.conns.values()
+    conns = [k for k in self.conns.values() if k.phase < CLOSING]  # not the ending ones
     return {
         **self.stats,
         "max-job-size": self.max_job_size,
-        "current-connections": len(self.conns),
+        "current-connections": len(conns),
         "current-producers": sum(k.producer for k in conns),
         "current-workers": sum(k.worker for k in conns),
         "current-waiting": sum(k.waiting is not None for k in conns),

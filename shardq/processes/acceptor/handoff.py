@@ -171,6 +171,8 @@ def adopt(self: Acceptor, inbox: Inbox) -> None:
         if state.pending:
             conn.parser.feed(state.pending)
             self.pump(conn)
+        if conn.phase is not CLOSED:
+            self.read(conn)  # what came meanwhile (an end of input, too) is seen at once
 
 
 def move_home(self: Acceptor, conn: Conn) -> None:

@@ -44,6 +44,7 @@ from shardq.processes import lifeline
 from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.shard import ShardCore, ShardServer
+from shardq.processes.shard_ops import COUNTS
 from shardq.protocol.stats_keys import CMD_KEYS
 
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
@@ -237,6 +238,15 @@ class Acceptor:
         self.worked = bool(events)
         if self.hosted is not None:
             self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        self.handle_events(events)
+        self.drain_zmq()
+        self.run_timers(time.monotonic_ns())
+        if self.hosted is not None:
+            self.run_hosted(self.hosted)
+        self.flush_requests()
+        self.flush_output()
+
+    def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         for key, mask in events:
             data = key.data
             if data is None:
@@ -250,12 +260,6 @@ class Acceptor:
                 self.adopt(data)
             else:
                 self.touched.add(data)  # a ZeroMQ socket
-        self.drain_zmq()
-        self.run_timers(time.monotonic_ns())
-        if self.hosted is not None:
-            self.run_hosted(self.hosted)
-        self.flush_requests()
-        self.flush_output()
 
     def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
         """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
@@ -287,7 +291,13 @@ class Acceptor:
         core, index, out = server.core, self.hosted_index, self.hosted_out
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
         if server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN:
-            server.take_messages(now, out)  # the coordinator, another acceptor
+            batches = server.receive()  # from the coordinator, or another acceptor
+            if any(req[0] == COUNTS for _peer, batch in batches for req in batch):
+                # a `stats` counts what happened before it: take in what the clients sent
+                # before the question reached us (a close on another connection, say)
+                self.handle_events(self.sel.select(0))
+                now = time.monotonic_ns()
+            server.handle(batches, now, out)
         handle_into = core.handle_into
         while True:
             if core.engine.events:
