@@ -208,7 +208,10 @@ def compare_cmd(
         int | None, typer.Option("--processes", "-P", help="Load processes [cores].")
     ] = None,
     scaling: Annotated[
-        str | None, typer.Option("--scaling", help="B with --shards N, e.g. 1,2,4.")
+        str | None,
+        typer.Option(
+            "--scaling", help="B with N serving processes (--shards N --serving N), e.g. 1,2,4."
+        ),
     ] = None,
     report: Annotated[
         Path | None, typer.Option("--report", help="Rewrite this Markdown file's bench section.")

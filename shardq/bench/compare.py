@@ -282,12 +282,14 @@ def compare(
 def scale(
     template: str, cells: list[Cell], shards: list[int], procs: int, progress: bool
 ) -> list[dict[str, Any]]:
-    """B with --shards N for each N, on the mixed and multitube rows (one round each)."""
+    """B with N serving processes (--shards N --serving N: each hosts one shard) for each
+    N, on the scaling rows (one round each)."""
     rows = []
     for n in shards:
-        with Server(f"{template} --shards {n}", label=f"server B --shards {n}") as server:
+        flags = f"--shards {n} --serving {n}"
+        with Server(f"{template} {flags}", label=f"server B {flags}") as server:
             for i, cell in enumerate(c for c in cells if c.key in SCALING_KEYS):
-                log.info("scaling --shards %d %s", n, cell.label)
+                log.info("scaling %s %s", flags, cell.label)
                 res = measure(server, cell, f"s{n}c{i}", procs, progress)
                 rows.append({"shards": n, "key": cell.key, "label": cell.label, **res})
     return rows

@@ -186,9 +186,10 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     if scaling:
         out += [
             "",
-            "**Scaling** (B with `--shards N`, one acceptor; one round per cell):",
+            "**Scaling** (B with `--shards N --serving N`: N serving processes, each hosting"
+            " one shard; one round per cell):",
             "",
-            "| shards | row | ops/s | B CPU | kops/cpu-s | load tool CPU | other CPU | tool limit"
+            "| serving | row | ops/s | B CPU | kops/cpu-s | load tool CPU | other CPU | tool limit"
             " | CPU by process | errors |",
             "|---:|---|---:|---:|---:|---:|---:|---|---|---:|",
         ]

@@ -247,6 +247,7 @@ class Acceptor:
         self.flush_output()
 
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
+        inbox = None
         for key, mask in events:
             data = key.data
             if data is None:
@@ -257,9 +258,11 @@ class Acceptor:
                 if mask & selectors.EVENT_READ and data.phase is not CLOSED:
                     self.read(data)
             elif type(data) is handoff.Inbox:
-                self.adopt(data)
+                inbox = data
             else:
                 self.touched.add(data)  # a ZeroMQ socket
+        if inbox is not None:  # after the clients: a close they sent is seen before
+            self.adopt(inbox)  # the commands of a connection that arrived with it
 
     def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
         """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
