@@ -22,6 +22,7 @@ import ctypes
 import gc
 import logging
 import os
+import resource
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -199,10 +200,23 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
 }
 
 
+def raise_fd_limit() -> None:
+    """Open-file soft limit up to the hard limit (often 1,024 of 524,288): a serving
+    process holds one descriptor per client besides its ZeroMQ sockets, and libzmq aborts
+    the process when it cannot get one for its own use."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as e:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, e)
+
+
 def main(argv: Sequence[str]) -> None:
     die_with_parent()
     args = parse(argv)
     setup_logging(role_label(args), args.verbose)
+    raise_fd_limit()
     log.info("started (pid %d)", os.getpid())
     log.debug("command line: %s", " ".join(argv))
     tune_gc()

@@ -7,6 +7,7 @@ import errno
 import logging
 import selectors
 import socket
+import time
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import MAX_SERVING, tube_shard
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 RECV_BYTES = 256 * 1024
 ACCEPT_ALL = 1 << 30  #: one serving process: take every waiting connection at once
 ACCEPT_SHARE = 2  #: several: at most this many per turn (see accept)
+ACCEPT_PAUSE_S = 0.1  #: out of file descriptors: how long accept() is not tried again
+FD_RESERVE = 64  #: descriptors never given to clients (ZeroMQ, the log, handoffs)
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +77,19 @@ def accept(self: Acceptor) -> None:
     that is busy comes back for more only after a turn, so new connections go mostly to
     the processes with time for them instead of all to whichever woke first."""
     for _ in range(ACCEPT_SHARE if self.serving > 1 else ACCEPT_ALL):
+        if len(self.conns) >= self.max_clients:  # keep descriptors for ZeroMQ and the log
+            self.pause_accepting(OSError(errno.EMFILE, "Too many open files (reserve kept)"))
+            return
         try:
             sock, _ = self.listener.accept()
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
-            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ECONNABORTED):
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                self.pause_accepting(e)
                 return
+            if e.errno == errno.ECONNABORTED:
+                continue
             raise
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -94,6 +103,24 @@ def accept(self: Acceptor) -> None:
         self.request(
             tube_shard("default", self.shard_count), ops.REF, conn, ["default", 1, 1], None
         )
+
+
+def pause_accepting(self: Acceptor, error: OSError) -> None:
+    """Out of file descriptors: stop polling the listening socket for ACCEPT_PAUSE_S (it
+    stays readable, and polling it would spin the loop at a full core) and go on serving
+    the connections we have; new ones wait in the listen backlog. Logged once per episode."""
+    if not self.accept_paused_until:
+        log.warning("accept(): %s; new connections wait while we are out of them", error.strerror)
+    self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE_S
+    with contextlib.suppress(KeyError, ValueError):
+        self.sel.unregister(self.listener)
+
+
+def resume_accepting(self: Acceptor) -> None:
+    """Poll the listening socket again once the pause is over (turn calls this)."""
+    if self.accept_paused_until and time.monotonic() >= self.accept_paused_until:
+        self.accept_paused_until = 0.0
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
 
 
 def read(self: Acceptor, conn: Conn) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -84,6 +85,8 @@ class Acceptor:
     finish = clients.finish
     write = clients.write
     accept = clients.accept
+    pause_accepting = clients.pause_accepting
+    resume_accepting = clients.resume_accepting
     read = clients.read
     pump = clients.pump
     close = clients.close
@@ -203,6 +206,9 @@ class Acceptor:
         self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
         self.blocks_loaded = False
         self.accepting = False  # accepting clients: only once the id-block table is loaded
+        self.accept_paused_until = 0.0  # monotonic s; out of descriptors (pause_accepting)
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        self.max_clients = max(1, soft - clients.FD_RESERVE) if soft > 0 else 1 << 30
         self.run_dir = run_dir
         self.handed_off = 0  # connections passed to another serving process
         self.handed_in = 0  # and taken from one
@@ -217,6 +223,10 @@ class Acceptor:
             timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
         if self.retry_soon:
             timeout = min(timeout, RETRY_S)
+        if self.accept_paused_until:
+            self.resume_accepting()
+            if self.accept_paused_until:
+                timeout = min(timeout, max(0.0, self.accept_paused_until - time.monotonic()))
         if self.hosted is not None:
             wake = self.hosted.core.next_wakeup()
             if wake is not None:

@@ -1,0 +1,91 @@
+"""Out of file descriptors: the serving process keeps serving the connections it has,
+does not spin, does not die, and takes the waiting connections once descriptors free up.
+
+The server runs under a hard open-file limit of 128 (so raising the soft limit to the
+hard one cannot help); 64 descriptors are kept for ZeroMQ and the log, so at most 64
+clients are taken and the rest wait in the listen backlog."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import REPO_ROOT, connect, read_replies, send
+
+from shardq.bench.procs import kill_group, role_pids, terminate, wait_listening
+
+LIMIT = 128
+
+
+def _limit_files() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ask(sock: socket.socket, data: bytes, n: int = 1) -> list[bytes]:
+    send(sock, data)
+    return read_replies(sock, n)
+
+
+def test_out_of_descriptors_keeps_serving_and_recovers(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0"]
+    cmd += ["--shards", "1", "--serving", "1", "--run-dir", str(tmp_path / "run")]
+    with open(tmp_path / "stderr.log", "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=_limit_files,
+        )
+    extra: list[socket.socket] = []
+    try:
+        port, _ = wait_listening(proc, 20)
+        assert port is not None, (tmp_path / "stderr.log").read_text()
+        acceptor = role_pids(proc.pid)["acceptor"]
+        keeper = connect(port)
+        assert ask(keeper, b"put 0 0 60 1\r\nk\r\n")[0].startswith(b"INSERTED")
+        for _ in range(2 * LIMIT):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"list-tube-used\r\n")
+            extra.append(sock)
+        # the connection it has is served throughout
+        st = ask(keeper, b"stats\r\n")[0].decode()
+        taken = int(st.split("current-connections: ")[1].split("\n")[0])
+        assert 1 < taken <= LIMIT - 64, st
+        assert ask(keeper, b"reserve-with-timeout 0\r\n")[0].startswith(b"RESERVED")
+        # and it does not spin on the listening socket that stays readable
+        before = cpu_seconds(acceptor)
+        time.sleep(1.0)
+        assert cpu_seconds(acceptor) - before < 0.5, "the serving process spins at the limit"
+        # the waiting ones are taken as the others leave, and answered
+        for sock in extra[:-1]:
+            sock.close()
+        late = extra[-1]
+        late.settimeout(10)
+        waited = b""
+        while not waited.endswith(b"\r\n"):
+            extra_bytes = late.recv(100)
+            assert extra_bytes, "the server closed a connection that waited in the backlog"
+            waited += extra_bytes
+        assert waited == b"USING default\r\n"
+        assert role_pids(proc.pid).get("acceptor") == acceptor, "the serving process restarted"
+        log = (tmp_path / "stderr.log").read_text()
+        assert "accept()" in log and "Traceback" not in log, log
+    finally:
+        for sock in extra:
+            sock.close()
+        if terminate(proc, 10, group=True) is None:
+            kill_group(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
