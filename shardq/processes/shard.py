@@ -133,6 +133,9 @@ class ShardCore:
             if payload is None or payload[0] == WAITING:  #: answered later as an event
                 self.waiting_peer[rid] = peer
             return payload
+        if op == ops.DISCONNECT:  # its waiters go quietly: forget whom they answered to
+            for rid in [r for r, w in self.engine.waiters.items() if w.conn == conn]:
+                self.waiting_peer.pop(rid, None)
         if op == ops.COUNTS and self.host_fields is not None:
             counts = ops.op_counts(self.engine, conn, args, now)
             return [*counts, self.host_fields()]

@@ -14,6 +14,7 @@ from shardq.cluster.routing import MAX_SERVING, block_shard, origin_of, tagged
 from shardq.config import ConfigError, load_config
 from shardq.processes import shard_ops as ops
 from shardq.processes.coordinator import BlockTable, merge_fields
+from shardq.processes.shard import ShardCore
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -112,3 +113,12 @@ def test_stats_fields_of_several_processes_are_summed() -> None:
         "draining": True,
         "max-job-size": 9,
     }
+
+
+def test_a_disconnect_forgets_whom_its_waiters_answered_to() -> None:
+    core = ShardCore(0, True)
+    core.handle(b"peer", [ops.RESERVE, 5, 77, ["default"], None, None, False], 1)
+    core.handle(b"peer", [ops.RESERVE, 6, 78, ["default"], None, None, False], 1)
+    assert set(core.waiting_peer) == {5, 6}
+    core.handle(b"peer", [ops.DISCONNECT, 0, 77], 2)
+    assert set(core.waiting_peer) == {6}  # a closed connection's waiter leaves nothing behind
