@@ -3,9 +3,10 @@ process a connection or request id comes from.
 
 Tubes are spread by a stable hash of their name (crc32, the same in every process and
 every run). Job ids come in fixed, aligned blocks leased from the coordinator; block b
-belongs to shard ``b % shards`` (`block_shard`), so every serving process routes every id
-with no table and no round trip. (Logs written before that rule keep their blocks'
-owners in the coordinator's table, which each serving process loads at start.)
+belongs to shard ``(b + shard of default) % shards`` (`block_shard`), so every serving
+process routes every id with no table and no round trip. (Logs written before that rule
+keep their blocks' owners in the coordinator's table, which each serving process loads at
+start.)
 
 Connection ids and request ids carry the index of the serving process that made them in
 their low ORIGIN_BITS bits (`origin_of`): a shard keys waiters and reservations by them,
@@ -36,8 +37,10 @@ def block_ids(block: int) -> range:
 
 
 def block_shard(block: int, shards: int) -> int:
-    """The shard a block is leased to (the coordinator leases no other)."""
-    return block % shards
+    """The shard a block is leased to (the coordinator leases no other): block 0 to the
+    shard of `default`, then round the shards, so a fresh server's first put into
+    `default` gets id 1, as in beanstalkd, whatever the shard count."""
+    return (block + tube_shard("default", shards)) % shards
 
 
 def origin_of(conn_or_rid: int) -> int:

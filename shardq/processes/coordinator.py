@@ -25,6 +25,7 @@ import zmq
 
 from shardq import __version__
 from shardq.cluster import wire
+from shardq.cluster.routing import block_shard
 from shardq.processes import lifeline
 from shardq.processes import shard_ops as ops
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
@@ -51,8 +52,8 @@ class BlockTable:
     """Which shard each leased id block belongs to, in an append-only file.
 
     One line per lease, "<block> <shard>", fsynced before the block is handed out: an id
-    is never handed out twice. A shard is leased only blocks b with ``b % shards ==
-    shard`` (routing.block_shard), above every block leased before, so each serving
+    is never handed out twice. A shard is leased only the blocks routing.block_shard gives
+    it, above every block leased before, so each serving
     process routes every new id by that rule alone; blocks of older logs keep the owner
     the file names (the serving processes load the table at start).
     """
@@ -70,8 +71,11 @@ class BlockTable:
         except FileNotFoundError:
             pass
         first = max(self.blocks, default=-1) + 1
-        #: shard -> the next block it may be leased
-        self.cursor = [first + (shard - first) % shards for shard in range(shards)]
+        #: shard -> the next block it may be leased: the first from `first` on that the
+        #: rule gives it
+        self.cursor = [
+            first + (shard - block_shard(first, shards)) % shards for shard in range(shards)
+        ]
 
     def lease(self, shard: int) -> int:
         block = self.cursor[shard]

@@ -10,7 +10,7 @@ import pytest
 from engine_helpers import Q
 
 from shardq.cluster import wire
-from shardq.cluster.routing import MAX_SERVING, block_shard, origin_of, tagged
+from shardq.cluster.routing import MAX_SERVING, block_shard, origin_of, tagged, tube_shard
 from shardq.config import ConfigError, load_config
 from shardq.processes import shard_ops as ops
 from shardq.processes.coordinator import BlockTable, merge_fields
@@ -31,6 +31,8 @@ def test_blocks_are_leased_by_the_rule_and_never_twice(tmp_path: Path) -> None:
     leased = [table.lease(shard) for shard in (0, 1, 2, 2, 2, 0, 1)]
     assert len(set(leased)) == len(leased)
     assert [block_shard(b, 3) for b in leased] == [0, 1, 2, 2, 2, 0, 1]
+    default = tube_shard("default", 3)
+    assert table.blocks[min(table.blocks)] == default  # block 0: default's, so id 1 is its
     again = BlockTable(str(tmp_path / "id-blocks"), 3)  # a restart: above everything leased
     assert again.blocks == table.blocks
     nxt = again.lease(1)
@@ -39,10 +41,11 @@ def test_blocks_are_leased_by_the_rule_and_never_twice(tmp_path: Path) -> None:
 
 def test_blocks_of_an_older_table_keep_their_shard(tmp_path: Path) -> None:
     path = tmp_path / "id-blocks"
-    path.write_text("0 1\n1 0\n")  # leased before the rule
+    path.write_text("0 0\n1 0\n")  # leased before the rule
     table = BlockTable(str(path), 2)
-    assert table.blocks == {0: 1, 1: 0}
-    assert table.lease(0) == 2 and table.lease(1) == 3
+    assert table.blocks == {0: 0, 1: 0}
+    got = {shard: table.lease(shard) for shard in (0, 1)}
+    assert min(got.values()) == 2 and {block_shard(b, 2) for b in got.values()} == {0, 1}
 
 
 def test_reset_of_one_origin_frees_only_its_connections(q: Q) -> None:
