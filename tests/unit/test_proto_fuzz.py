@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from shardq.protocol.commands import Command, ErrorReply, ListTubeUsed, Put
 from shardq.protocol.parser import MAX_LINE, Parser
-from shardq.protocol.replies import BAD_FORMAT, EXPECTED_CRLF, UNKNOWN_COMMAND
+from shardq.protocol.replies import BAD_FORMAT, EXPECTED_CRLF, JOB_TOO_BIG, UNKNOWN_COMMAND
 
 max_job_sizes = st.sampled_from([65535, 0, 10, 300])
 SENTINEL = b"list-tube-used\r\n"
@@ -177,4 +177,25 @@ def test_every_valid_command_parses(cmd: bytes, data: st.DataObject) -> None:
     out, parser = parse_chunks(data.draw(chunked(cmd), label="chunks"))
     assert len(out) == 1
     assert not isinstance(out[0], ErrorReply)
+    assert parser.handover() == b""
+
+
+@fuzz_settings(100)
+@given(
+    max_job_size=st.integers(0, 50),
+    over=st.integers(1, 100),
+    inner=st.lists(valid_command(), max_size=4),
+    data=st.data(),
+)
+def test_job_too_big_discards_exactly_size_plus_two(
+    max_job_size: int, over: int, inner: list[bytes], data: st.DataObject
+) -> None:
+    # beanstalkd: skip(c, bytes + 2, JOB_TOO_BIG) -- whatever those bytes are, commands
+    # and CRLFs included, even with text after the size (checked after the size limit).
+    size = max_job_size + over
+    body = (b"".join(inner) + b"y" * (size + 2))[: size + 2]
+    trailer = data.draw(st.sampled_from([b"", b" junk"]), label="trailer")
+    stream = b"put 1 2 3 %d%s\r\n%s%s" % (size, trailer, body, SENTINEL)
+    out, parser = parse_chunks(data.draw(chunked(stream), label="chunks"), max_job_size)
+    assert out == [Put(1, 2, 3, b"", JOB_TOO_BIG), ListTubeUsed()]
     assert parser.handover() == b""
