@@ -66,7 +66,7 @@ def test_second_server_on_a_directory_is_refused(
     first = shardq_server(extra=("-b", str(wal)))
     first.wait_all_children()
     directory = wal if flag == "-b" else first.run_dir
-    line = refused(flag, str(directory))
+    line = refused("--shards", "1", "--serving", "1", flag, str(directory))
     assert str(directory) in line and f"(pid {first.pid})" in line, line
     assert "in use by another shardq server" in line, line
     assert first.is_alive(first.pid)
