@@ -135,11 +135,17 @@ def test_connections_past_max_connections_are_closed_at_accept(
         sock.close()
 
 
-@pytest.mark.parametrize("shards", [1, 2], ids=["hosted-shard", "shard-process"])
+@pytest.mark.parametrize(
+    ("shards", "serving"),
+    [(1, "1"), (2, "1"), (2, "2")],
+    ids=["hosted-shard", "shard-process", "two-serving"],
+)
 def test_client_that_never_reads_is_closed_and_rss_stays_bounded(
-    shards: int, shardq_server: Callable[..., Any]
+    shards: int, serving: str, shardq_server: Callable[..., Any]
 ) -> None:
-    server = shardq_server(shards=shards)  # with 2, shard 1 runs in a process of its own
+    # with 2 shards and 1 serving process, shard 1 runs in a process of its own; with 2
+    # serving processes the client may be handed to the one that hosts its tube
+    server = shardq_server(shards=shards, extra=("--serving", serving))
     server.wait_all_children()
     tube = tube_on_shard(shards - 1, shards)
     producer = connect(server.port)
