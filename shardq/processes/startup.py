@@ -235,9 +235,12 @@ def lock_dirs(dirs: Sequence[tuple[str, str]], user: str | None = None) -> list[
 
 def _lock_dir(where: str, path: str, account: Account | None) -> int:
     if not os.path.isdir(path):
-        os.makedirs(path, exist_ok=True)
-        if account is not None and os.geteuid() == 0:
-            os.chown(path, account.uid, account.gid)
+        try:
+            os.makedirs(path, exist_ok=True)
+            if account is not None and os.geteuid() == 0:
+                os.chown(path, account.uid, account.gid)
+        except OSError as e:
+            raise StartupError(f"{where}: {path} cannot be created: {e.strerror}") from None
     lock_path = os.path.join(path, LOCK_FILE)
     try:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
