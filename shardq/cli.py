@@ -27,7 +27,7 @@ from shardq import __version__
 from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
 from shardq.log import setup as setup_logging
 from shardq.processes.spawn import pin_import_root
-from shardq.processes.startup import StartupError, check_start
+from shardq.processes.startup import StartupError, check_start, lock_dirs
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
@@ -53,6 +53,8 @@ FLAGS = {
     "poll_us": "--poll-us",
     "stats_yaml": "--stats-yaml",
     "user": "-u",
+    "max_connections": "--max-connections",
+    "max_output_bytes": "--max-output-bytes",
 }
 
 app = typer.Typer(
@@ -130,7 +132,9 @@ def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
 
 
 def check_before_binding(config: Config, overrides: dict[str, Any]) -> None:
-    """`shardq.processes.startup.check_start` on the directories, log and user of `config`."""
+    """`shardq.processes.startup.check_start` on the directories, log and user of `config`,
+    and the lock on `-b` and `--run-dir` (one server per directory), held from here on
+    through the exec into the supervisor."""
     given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
     dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
     wal = None
@@ -139,7 +143,13 @@ def check_before_binding(config: Config, overrides: dict[str, Any]) -> None:
     user = None
     if config.user is not None:
         user = (setting_name("user", overrides, config), config.user)
-    check_start(dirs, wal, user)
+    check_start(dirs, None, user)
+    given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir}
+    lock_dirs(
+        [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None],
+        config.user,
+    )
+    check_start([], wal)
 
 
 @app.command(
@@ -222,6 +232,22 @@ def serve(
             "-u", metavar="USER", help="Become USER (and its group) once the port is bound."
         ),
     ] = None,
+    max_connections: Annotated[
+        str | None,
+        typer.Option(
+            "--max-connections",
+            metavar="N",
+            help="Close connections past N at accept; 0 = no limit [0].",
+        ),
+    ] = None,
+    max_output_bytes: Annotated[
+        str | None,
+        typer.Option(
+            "--max-output-bytes",
+            metavar="BYTES",
+            help="Close a connection with more unwritten replies [4194304].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -249,6 +275,8 @@ def serve(
         "poll_us": poll_us,
         "stats_yaml": stats_yaml,
         "user": user,
+        "max_connections": max_connections,
+        "max_output_bytes": max_output_bytes,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -33,6 +33,9 @@ YAML layout::
       segment_bytes: 10485760
     events:
       dir: null            # null -> no job event log (see shardq/storage/events.py)
+    limits:
+      max_connections: 0   # 0 -> no limit; more are closed at accept (a share per serving process)
+      max_output_bytes: 4194304  # a connection with more unwritten replies is closed
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ JOB_SIZE_LIMIT_MAX = 1_073_741_824
 #: Upper bound for --shards: job ids and routing tables assume a small fixed shard count.
 MAX_SHARDS = 64
 MAX_POLL_US = 10_000  #: poll_us above this would only burn CPU
+#: Default bound on a connection's unwritten replies (limits.max_output_bytes): 4 MiB.
+DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+#: Smallest limits.max_output_bytes: one reply of a largest job must fit.
+MIN_OUTPUT_BYTES = 65536
 
 
 def _default_serving() -> int:
@@ -93,6 +100,8 @@ class Config:
     poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
     stats_yaml: str = "plain"  # --stats-yaml; plain (beanstalkd 1.12) or quoted (1.13)
     user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
+    max_connections: int = 0  # --max-connections N; 0 = no limit; more are closed at accept
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
@@ -212,6 +221,11 @@ def _stats_yaml(where: str, value: Any, from_flag: bool) -> str:
     return str(value)
 
 
+def _output_bytes(where: str, value: Any, from_flag: bool) -> int:
+    """Bytes of unwritten replies a connection may have, at least MIN_OUTPUT_BYTES."""
+    return _int(where, value, MIN_OUTPUT_BYTES, None, from_flag)
+
+
 Validator = Callable[[str, Any, bool], Any]
 
 #: Config field -> (YAML key path, validator). The YAML path is what error messages name.
@@ -232,9 +246,11 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "poll_us": ("poll_us", _poll_us),
     "stats_yaml": ("stats_yaml", _stats_yaml),
     "user": ("user", _user),
+    "max_connections": ("limits.max_connections", _count),
+    "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events")
+SECTIONS = ("wal", "events", "limits")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

@@ -29,7 +29,7 @@ from shardq.cluster.routing import block_shard
 from shardq.processes import lifeline
 from shardq.processes import shard_ops as ops
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
-from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, STATS_KEYS
+from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, LIMIT_KEYS, STATS_KEYS
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class Coordinator:
         utime += own.ru_utime
         stime += own.ru_stime
         uname = platform.uname()
-        values = {**dict.fromkeys(BINLOG_KEYS, 0), **counts, **acc}
+        values = {**dict.fromkeys((*BINLOG_KEYS, *LIMIT_KEYS), 0), **counts, **acc}
         values.update(
             {
                 "pid": os.getppid(),
@@ -191,6 +191,7 @@ class Coordinator:
         if BINLOG_DAMAGED_KEY in values:  # only after a log with damage was replayed
             at = keys.index(BINLOG_KEYS[-1]) + 1
             keys = (*keys[:at], BINLOG_DAMAGED_KEY, *keys[at:])
+        keys += LIMIT_KEYS  # shardq's own, after every key of beanstalkd's
         return yaml_map((key, values[key]) for key in keys)
 
     def serve_forever(self) -> None:
@@ -222,13 +223,13 @@ class Coordinator:
 
 def merge_fields(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The serving processes' stats fields as one: counters summed, `draining` if any
-    drains, `max-job-size` as configured (the same in each)."""
+    drains, `max-job-size` and the limits as configured (the same in each)."""
     merged: dict[str, Any] = {}
     for fields in parts:
         for key, value in fields.items():
             if key == "draining":
                 merged[key] = merged.get(key, False) or value
-            elif key == "max-job-size":
+            elif key in ("max-job-size", "limit-max-connections", "limit-max-output-bytes"):
                 merged[key] = value
             else:
                 merged[key] = merged.get(key, 0) + value

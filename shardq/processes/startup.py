@@ -17,6 +17,7 @@ Unlike beanstalkd it also replaces root's supplementary groups with the user's.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import pwd
 import sys
@@ -200,3 +201,62 @@ def check_start(
                 f"{written}, or drain the jobs into a new server (re-partitioning a log is not "
                 "supported yet)"
             )
+
+
+#: The file in a locked directory (`-b`, `--run-dir`) that holds the lock and the pid of
+#: the server that holds it.
+LOCK_FILE = "shardq.lock"
+
+
+def lock_dirs(dirs: Sequence[tuple[str, str]], user: str | None = None) -> list[int]:
+    """One server per directory: take an exclusive advisory lock (flock) on LOCK_FILE in
+    each of (where, path), and write this process's pid into it. The descriptors are
+    returned inheritable, so the lock survives the exec into the supervisor (same pid)
+    and is held for the server's life; the supervisor's children do not inherit them
+    (subprocess closes other descriptors), so a restarted child is never refused.
+    A directory that does not exist yet is created (as `user`'s with -u).
+    Raises StartupError "<where>: <path> is in use by another shardq server (pid N)"."""
+    account = find_user(user) if user is not None else None
+    held: list[int] = []
+    seen: set[str] = set()
+    try:
+        for where, path in dirs:
+            real = os.path.realpath(path)
+            if real in seen:  # -b and --run-dir the same: one lock (a second would conflict)
+                continue
+            seen.add(real)
+            held.append(_lock_dir(where, path, account))
+    except BaseException:
+        for fd in held:
+            os.close(fd)
+        raise
+    return held
+
+
+def _lock_dir(where: str, path: str, account: Account | None) -> int:
+    if not os.path.isdir(path):
+        try:
+            os.makedirs(path, exist_ok=True)
+            if account is not None and os.geteuid() == 0:
+                os.chown(path, account.uid, account.gid)
+        except OSError as e:
+            raise StartupError(f"{where}: {path} cannot be created: {e.strerror}") from None
+    lock_path = os.path.join(path, LOCK_FILE)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise StartupError(f"{where}: cannot open {lock_path}: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise StartupError(
+            f"{where}: {path} is in use by another shardq server (pid {holder})"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    if account is not None and os.geteuid() == 0:
+        os.fchown(fd, account.uid, account.gid)
+    os.set_inheritable(fd, True)
+    return fd

@@ -173,6 +173,8 @@ class Supervisor:
             listen_fd=self.listener.fileno(),
             max_job_size=self.config.max_job_size,
             poll_us=self.config.poll_us,
+            max_connections=self.config.max_connections,  # each takes ceil(N / serving)
+            max_output_bytes=self.config.max_output_bytes,
             ready_fd=ready_fd,
             host=hosted,
             **self.common_options(),

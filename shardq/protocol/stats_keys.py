@@ -91,6 +91,15 @@ STATS_KEYS = (
     "platform",
 )
 
+#: shardq's own `stats` keys, after all of beanstalkd's (clients that parse its keys in
+#: order still do): the configured limits (0: none) and how often each closed a connection.
+LIMIT_KEYS = (
+    "limit-max-connections",
+    "limit-connections-refused",
+    "limit-max-output-bytes",
+    "limit-output-closed",
+)
+
 #: `stats-tube` keys in order.
 STATS_TUBE_KEYS = (
     "name",
@@ -128,6 +137,7 @@ __all__ = [
     "BINLOG_KEYS",
     "CMD_KEYS",
     "JOB_COUNT_KEYS",
+    "LIMIT_KEYS",
     "SHARD_COUNT_KEYS",
     "STATS_JOB_KEYS",
     "STATS_KEYS",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from shardq.protocol.stats_keys import LIMIT_KEYS
+
 #: Stats keys whose values depend on the process, the host, the clock or the binlog.
 IGNORED_KEYS = frozenset(
     {
@@ -38,6 +40,9 @@ IGNORED_KEYS = frozenset(
     }
 )
 
+#: shardq-only `stats` keys (stats_keys.LIMIT_KEYS), always shown after beanstalkd's keys:
+#: beanstalkd has no such lines, so they are left out of the comparison.
+SHARDQ_ONLY_KEYS = frozenset(LIMIT_KEYS)
 
 _ID_LINE = re.compile(rb"^(INSERTED|BURIED) (\d+)\r\n$")
 _JOB_HEADER = re.compile(rb"^(RESERVED|FOUND) (\d+) (\d+)\r\n")
@@ -90,6 +95,8 @@ def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | 
             out.append(line)
             continue
         k = key.decode(errors="replace")
+        if k in SHARDQ_ONLY_KEYS:
+            continue
         if k == "id" and is_job and value.isdigit():
             value = ids.token(int(value))
         elif k in ignore:

@@ -235,3 +235,29 @@ def test_max_job_size_at_the_limit_is_not_clamped(recwarn):
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         Config().port = 1  # type: ignore[misc]
+
+
+def test_limits_section_and_flags():
+    text = "limits:\n  max_connections: 100\n  max_output_bytes: 1048576\n"
+    config = load_config(text, {})
+    assert (config.max_connections, config.max_output_bytes) == (100, 1048576)
+    config = load_config(text, {"max_connections": "7", "max_output_bytes": "65536"})
+    assert (config.max_connections, config.max_output_bytes) == (7, 65536)
+    assert (Config().max_connections, Config().max_output_bytes) == (0, 4 << 20)
+
+
+def test_bad_limits_name_their_key():
+    assert error_of("limits:\n  max_connections: -1\n").startswith(
+        "config: limits.max_connections: must be an integer >= 0"
+    )
+    message = error_of(
+        None,
+        {"max_output_bytes": "100"},
+        flag_names={"max_output_bytes": "--max-output-bytes"},
+    )
+    assert message == (
+        "flag --max-output-bytes (limits.max_output_bytes): must be an integer >= 65536, got 100"
+    )
+    message = error_of("limits:\n  max_jobz: 1\n")
+    assert message.startswith("config: limits.max_jobz: unknown key"), message
+    assert "max_connections, max_output_bytes" in message

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from shardq.processes.startup import (
+    LOCK_FILE,
     StartupError,
     as_user,
     become,
     check_dir,
     find_user,
+    lock_dirs,
     written_shards,
 )
 
@@ -59,3 +61,22 @@ def test_written_shards(tmp_path: Path) -> None:
     assert written_shards(str(tmp_path)) is None
     (tmp_path / "layout").write_text("shards=4\n")
     assert written_shards(str(tmp_path)) == 4
+
+
+def test_a_locked_directory_is_refused_with_the_holders_pid(tmp_path):
+    wal, run = tmp_path / "wal", tmp_path / "run"
+    held = lock_dirs([("-b", str(wal)), ("--run-dir", str(run)), ("same", str(wal))])
+    try:
+        assert len(held) == 2  # the same directory twice is locked once
+        assert (wal / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+        for where, path in (("-b", wal), ("--run-dir", run)):
+            with pytest.raises(StartupError) as info:
+                lock_dirs([(where, str(path))])
+            assert str(info.value) == (
+                f"{where}: {path} is in use by another shardq server (pid {os.getpid()})"
+            )
+    finally:
+        for fd in held:
+            os.close(fd)
+    for fd in lock_dirs([("-b", str(wal))]):  # free again once the holder let go
+        os.close(fd)

@@ -25,6 +25,15 @@ ACCEPT_ALL = 1 << 30  #: one serving process: take every waiting connection at o
 ACCEPT_SHARE = 2  #: several: at most this many per turn (see accept)
 ACCEPT_PAUSE_S = 0.1  #: out of file descriptors: how long accept() is not tried again
 FD_RESERVE = 64  #: descriptors never given to clients (ZeroMQ, the log, handoffs)
+#: A connection whose unparsed input passes this (or one largest put, if more) is not
+#: read from until its commands have consumed it: as beanstalkd, which stops reading.
+INPUT_BYTES = 1 << 20
+#: A peek joins a connection's pipeline only while fewer than this many commands are in
+#: flight, so the replies on their way to it (job bodies) are bounded too (at 128, 60 KB
+#: jobs: +34 MiB at most, measured; 512: +96 MiB). Other commands' replies are small.
+MAX_PIPED = 128
+#: Commands whose replies carry a job body.
+BIG_REPLIES = (c.Peek, c.PeekReady, c.PeekDelayed, c.PeekBuried)
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +41,12 @@ log = logging.getLogger(__name__)
 def reply(self: Acceptor, conn: Conn, data: bytes) -> None:
     """Answer the current command and let the connection go on to its next one."""
     conn.step("answer")
+    if conn.phase is CLOSED:  # what was under way for it when it went: nobody to tell
+        return
     conn.out += data
+    if len(conn.out) > self.max_output:
+        self.overflow(conn)
+        return
     self.dirty.add(conn)
     if not conn.pumping:  # a reply given inside pump(): its loop goes on by itself
         self.pump(conn)
@@ -65,10 +79,47 @@ def write(self: Acceptor, conn: Conn) -> None:
         self.close(conn)
         return
     del conn.out[:sent]
-    if bool(conn.out) != conn.wants_write:  # epoll_ctl only when the interest changes
-        conn.wants_write = bool(conn.out)
-        mask = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0)
-        self.sel.modify(conn.sock, mask, conn)
+    if bool(conn.out) != bool(conn.events & selectors.EVENT_WRITE):  # epoll_ctl on a change
+        self.interest(conn)
+
+
+def interest(self: Acceptor, conn: Conn) -> None:
+    """Register the connection for what it needs: reading unless paused (`pause_input`),
+    writing while the kernel has not taken all its output. epoll_ctl only on a change."""
+    if conn.phase is CLOSED:
+        return
+    events = (0 if conn.paused else selectors.EVENT_READ) | (
+        selectors.EVENT_WRITE if conn.out else 0
+    )
+    if events == conn.events:
+        return
+    if not conn.events:
+        self.sel.register(conn.sock, events, conn)
+    elif not events:
+        self.sel.unregister(conn.sock)
+    else:
+        self.sel.modify(conn.sock, events, conn)
+    conn.events = events
+
+
+def overflow(self: Acceptor, conn: Conn) -> None:
+    """Its unwritten replies passed limits.max_output_bytes: a client that does not read
+    cannot grow the server. Closed as any connection (its reserved jobs go back)."""
+    self.output_closed += 1
+    log.debug("connection %d closed: %d bytes of replies unread", conn.id, len(conn.out))
+    self.close(conn)
+
+
+def pause_input(self: Acceptor, conn: Conn) -> None:
+    """Stop reading from a connection whose unparsed input passed the bound (a client
+    flooding commands behind a waiting reserve), and read again once its commands have
+    consumed it (pump calls this after every run)."""
+    if conn.phase is CLOSED:
+        return
+    paused = conn.parser.buffered > self.max_input
+    if paused != conn.paused:
+        conn.paused = paused
+        self.interest(conn)
 
 
 def accept(self: Acceptor) -> None:
@@ -91,13 +142,17 @@ def accept(self: Acceptor) -> None:
             if e.errno == errno.ECONNABORTED:
                 continue
             raise
+        if self.conn_limit and len(self.conns) >= self.conn_limit:  # limits.max_connections
+            self.connections_refused += 1
+            sock.close()
+            continue
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Conn(self.next_conn, sock, self.max_job_size)
         self.next_conn += MAX_SERVING
         self.total_connections += 1
         self.conns[conn.id] = conn
-        self.sel.register(sock, selectors.EVENT_READ, conn)
+        self.interest(conn)
         if self.serving > 1 and self.should_move(conn) and self.hand_off(conn, counted=False):
             continue  # its home process takes its tube references
         self.request(
@@ -159,13 +214,18 @@ def pump(self: Acceptor, conn: Conn) -> None:
                 if conn.eof and conn.phase is IDLE:
                     self.finish(conn)
                 return
-            if conn.phase is PIPING and not self.joins_pipe(conn, cmd):
+            if conn.phase is PIPING and (
+                (conn.piped >= MAX_PIPED and isinstance(cmd, BIG_REPLIES))
+                or not self.joins_pipe(conn, cmd)
+            ):
                 conn.held = cmd
                 return
             conn.held = None
             self.dispatch(conn, cmd)
     finally:
         conn.pumping = False
+        if conn.paused or conn.parser.buffered > self.max_input:
+            self.pause_input(conn)
 
 
 def close(self: Acceptor, conn: Conn) -> None:
@@ -174,9 +234,12 @@ def close(self: Acceptor, conn: Conn) -> None:
     conn.step("close")
     self.conns.pop(conn.id, None)
     self.dirty.discard(conn)
-    with contextlib.suppress(KeyError, ValueError):
-        self.sel.unregister(conn.sock)
+    if conn.events:
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+    conn.events = 0
     conn.sock.close()
+    conn.out = bytearray()  # answers still under way may keep `conn` a while: not its output
     if isinstance(conn.waiting, CrossReserve):
         self.finish_cross(conn.waiting, None)
     elif conn.waiting is not None:  # the DISCONNECT below ends it in the shard

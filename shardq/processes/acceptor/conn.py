@@ -70,7 +70,8 @@ class Conn:
         "eof",
         "waiting",
         "shards",
-        "wants_write",
+        "events",
+        "paused",
         "piped",
         "pipe_target",
         "held",
@@ -97,7 +98,8 @@ class Conn:
         self.eof = False  # the client closed its side: no more input will come
         self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
         self.shards: set[int] = set()  # shards that may hold its reservations or waiters
-        self.wants_write = False  # registered for EVENT_WRITE (output the kernel did not take)
+        self.events = 0  # the selector events it is registered for (0: not registered)
+        self.paused = False  # not read from: its unparsed input passed the bound
         self.away: bool | None = None  # home is another serving process's (None: find out)
         self.moves = 0  # how often it was handed to another serving process (handoff.py)
 

@@ -190,6 +190,10 @@ def connection_fields(self: Acceptor) -> dict[str, Any]:
         "current-waiting": sum(k.waiting is not None for k in conns),
         "total-connections": self.total_connections,
         "draining": self.draining,
+        "limit-max-connections": self.max_connections,
+        "limit-connections-refused": self.connections_refused,
+        "limit-max-output-bytes": self.max_output,
+        "limit-output-closed": self.output_closed,
     }
 
 

@@ -127,8 +127,10 @@ def hand_off(self: Acceptor, conn: Conn, counted: bool = True) -> bool:
     conn.step("close")  # gone from here: whatever still arrives for it moves nothing
     self.conns.pop(conn.id, None)
     self.dirty.discard(conn)
-    with contextlib.suppress(KeyError, ValueError):
-        self.sel.unregister(conn.sock)
+    if conn.events:
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+    conn.events = 0
     conn.sock.close()  # our descriptor only: the new owner's keeps the connection open
     for shard in conn.shards:  # nothing is held, but leave no trace of the old id
         self.request(shard, ops.DISCONNECT, conn, [], None)
@@ -159,7 +161,7 @@ def adopt(self: Acceptor, inbox: Inbox) -> None:
         conn.producer, conn.worker = state.producer, state.worker
         conn.moves = state.moves + 1
         self.conns[conn.id] = conn
-        self.sel.register(sock, selectors.EVENT_READ, conn)
+        self.interest(conn)
         self.handed_in += 1
         refs = [(conn.use, 1, 0)] + [(tube, 0, 1) for tube in conn.watch]
         for tube, using, watching in refs:

@@ -90,6 +90,9 @@ class Acceptor:
     read = clients.read
     pump = clients.pump
     close = clients.close
+    interest = clients.interest
+    overflow = clients.overflow
+    pause_input = clients.pause_input
     dispatch = clients.dispatch
     internal_error = clients.internal_error
     shard_of = ids.shard_of
@@ -131,6 +134,8 @@ class Acceptor:
         hosted: ShardCore | None = None,
         index: int = 0,
         serving: int = 1,
+        max_connections: int = 0,
+        max_output_bytes: int = 4 << 20,
     ) -> None:
         self.index = index  # this serving process among `serving` (the origin of its ids)
         self.serving = serving
@@ -196,6 +201,13 @@ class Acceptor:
         self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
         self.stats = dict.fromkeys(CMD_KEYS, 0)
         self.total_connections = 0
+        # limits: max_connections is the server's, each serving process takes its share
+        self.max_connections = max_connections
+        self.conn_limit = -(-max_connections // serving)  # 0: no limit
+        self.connections_refused = 0
+        self.max_output = max_output_bytes
+        self.output_closed = 0
+        self.max_input = max(clients.INPUT_BYTES, max_job_size + 1024)  # + a put line
         self.draining = False
         self.last_stamp = 0
         self.retry_soon = False
@@ -364,10 +376,22 @@ def main(
     poll_us: int = 100,
     index: int = 0,
     serving: int = 1,
+    max_connections: int = 0,
+    max_output_bytes: int = 4 << 20,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    acceptor = Acceptor(listen_fd, run_dir, shards, max_job_size, hosted, index, serving)
+    acceptor = Acceptor(
+        listen_fd,
+        run_dir,
+        shards,
+        max_job_size,
+        hosted,
+        index,
+        serving,
+        max_connections,
+        max_output_bytes,
+    )
     acceptor.spin_s = poll_us / 1e6
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
