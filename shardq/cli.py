@@ -15,8 +15,10 @@ shardq.log.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
+import os
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,7 +29,7 @@ from shardq import __version__
 from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
 from shardq.log import setup as setup_logging
 from shardq.processes.spawn import pin_import_root
-from shardq.processes.startup import StartupError, check_start, lock_dirs
+from shardq.processes.startup import LOCK_FILE, StartupError, check_start, lock_dirs
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
@@ -145,11 +147,25 @@ def check_before_binding(config: Config, overrides: dict[str, Any]) -> None:
         user = (setting_name("user", overrides, config), config.user)
     check_start(dirs, None, user)
     given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir}
-    lock_dirs(
+    locked = [p for p in given.values() if p is not None]
+    new_dirs = [p for p in locked if not os.path.isdir(p)]
+    new_files = [f for f in (os.path.join(p, LOCK_FILE) for p in locked) if not os.path.exists(f)]
+    held = lock_dirs(
         [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None],
         config.user,
     )
-    check_start([], wal)
+    try:
+        check_start([], wal)
+    except StartupError:  # refused after all: leave nothing behind that we made
+        for fd in held:
+            os.close(fd)
+        for path in new_files:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for path in new_dirs:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        raise
 
 
 @app.command(
