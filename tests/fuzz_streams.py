@@ -29,9 +29,51 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from shardq.protocol.commands import COMMANDS, Command, ErrorReply, Parsed, Put
+from shardq.protocol.commands import (
+    COMMANDS,
+    Command,
+    ErrorReply,
+    Ignore,
+    Kick,
+    ListTubes,
+    ListTubesWatched,
+    ListTubeUsed,
+    Parsed,
+    Peek,
+    PeekBuried,
+    PeekDelayed,
+    PeekReady,
+    Put,
+    Quit,
+    Stats,
+    StatsJob,
+    StatsTube,
+    Use,
+    Watch,
+)
 from shardq.protocol.parser import MAX_LINE, Parser, _PutHeader, parse_line
 from shardq.protocol.replies import BAD_FORMAT, EXPECTED_CRLF, JOB_TOO_BIG
+
+#: Commands a fuzzed connection may send to a live server: none blocks, none touches
+#: another connection's jobs (kick acts on the fuzzed connection's own tube).
+SAFE_KINDS: tuple[type[Parsed], ...] = (
+    Put,
+    Peek,
+    PeekReady,
+    PeekDelayed,
+    PeekBuried,
+    Kick,
+    StatsJob,
+    StatsTube,
+    Stats,
+    Use,
+    Watch,
+    Ignore,
+    ListTubesWatched,
+    ListTubeUsed,
+    ListTubes,
+    Quit,
+)
 
 CRLF = b"\r\n"
 

@@ -16,50 +16,20 @@ import select
 import time
 from collections.abc import Callable
 
-from fuzz_streams import CRLF, frame, fuzz_settings, streams
+from fuzz_streams import CRLF, SAFE_KINDS, frame, fuzz_settings, streams
 from helpers import Layout, connect
 from hypothesis import assume, given
 
 from shardq.protocol.commands import (
     Command,
     ErrorReply,
-    Ignore,
-    Kick,
-    ListTubes,
-    ListTubesWatched,
-    ListTubeUsed,
-    Parsed,
-    Peek,
-    PeekBuried,
-    PeekDelayed,
-    PeekReady,
-    Put,
     Quit,
     Stats,
     StatsJob,
     StatsTube,
-    Use,
-    Watch,
 )
 
-KINDS: tuple[type[Parsed], ...] = (
-    Put,
-    Peek,
-    PeekReady,
-    PeekDelayed,
-    PeekBuried,
-    Kick,
-    StatsJob,
-    StatsTube,
-    Stats,
-    Use,
-    Watch,
-    Ignore,
-    ListTubesWatched,
-    ListTubeUsed,
-    ListTubes,
-    Quit,
-)
+KINDS = SAFE_KINDS
 _BODY_HEADER = re.compile(rb"^(?:(?:RESERVED|FOUND) \d+ (\d+)|OK (\d+))$")
 _NO_BARE_CR = re.compile(rb"\r(?!\n)")
 DEADLINE = 5.0

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from fuzz_streams import CRLF, frame, fuzz_settings, streams
+from fuzz_streams import CRLF, SAFE_KINDS, frame, fuzz_settings, streams
 from helpers import Layout, connect, read_replies, send
 from hypothesis import assume, given
 from hypothesis import strategies as st
@@ -39,7 +39,6 @@ from shardq.protocol.commands import (
     ListTubes,
     ListTubesWatched,
     ListTubeUsed,
-    Parsed,
     Peek,
     PeekBuried,
     PeekDelayed,
@@ -53,26 +52,7 @@ from shardq.protocol.commands import (
     Watch,
 )
 
-#: Commands a fuzzed connection may send: none blocks, none touches another
-#: connection's jobs (kick acts on the fuzzed connection's own tube).
-SAFE: tuple[type[Parsed], ...] = (
-    Put,
-    Peek,
-    PeekReady,
-    PeekDelayed,
-    PeekBuried,
-    Kick,
-    StatsJob,
-    StatsTube,
-    Stats,
-    Use,
-    Watch,
-    Ignore,
-    ListTubesWatched,
-    ListTubeUsed,
-    ListTubes,
-    Quit,
-)
+SAFE = SAFE_KINDS
 SENTINEL = b"use fuzzsentinel\r\nlist-tube-used\r\n"
 USING_SENTINEL = b"USING fuzzsentinel\r\n"
 MAX_STREAM = 64 * 1024
