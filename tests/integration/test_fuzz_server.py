@@ -52,7 +52,6 @@ from shardq.protocol.commands import (
     Watch,
 )
 
-SAFE = SAFE_KINDS
 SENTINEL = b"use fuzzsentinel\r\nlist-tube-used\r\n"
 USING_SENTINEL = b"USING fuzzsentinel\r\n"
 MAX_STREAM = 64 * 1024
@@ -194,9 +193,9 @@ def exchange(port: int, data: bytes, good: Good, n: int, eof: bool) -> tuple[lis
 
 @st.composite
 def server_streams(draw: st.DrawFn) -> bytes:
-    """A stream of SAFE commands and garbage, often repeated up to ~63 KB, sometimes with
+    """A stream of SAFE_KINDS commands and garbage, often repeated up to ~63 KB, sometimes with
     ``quit\\r\\n`` inserted (whether it is read as a quit is the model's call)."""
-    base = draw(streams(kinds=SAFE, max_pieces=16))
+    base = draw(streams(kinds=SAFE_KINDS, max_pieces=16))
     times = draw(st.sampled_from([1, 1, 2, 10, 100, 1000]))
     data = (base * times)[: MAX_STREAM - 1024]
     if draw(st.integers(0, 5)) == 0:
@@ -218,7 +217,7 @@ def run_fuzz(port: int) -> dict[str, int]:
         assert data is not None
         model = frame(data)
         commands = model.commands
-        assume(all(isinstance(c, (ErrorReply, *SAFE)) for c in commands))
+        assume(all(isinstance(c, (ErrorReply, *SAFE_KINDS)) for c in commands))
         quits = [i for i, c in enumerate(commands) if isinstance(c, Quit)]
         expect = commands[: quits[0]] if quits else commands
         assert commands[-2:] == [Use("fuzzsentinel"), ListTubeUsed()]  # the model's word

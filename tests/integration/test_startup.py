@@ -199,21 +199,27 @@ def test_the_log_names_the_config_file(tmp_path: Path, config_file: bool) -> Non
     assert f"shardq[supervisor] INFO config: {expected}" in stderr, stderr
 
 
-def test_sigint_while_starting_stops_quietly(tmp_path: Path) -> None:
-    """Ctrl-C before the server serves: a clean stop, not "did not come up within 30 s"."""
-    tmp_dir = tmp_path / "tmp"
+def start_serving_in(tmp_path: Path, tmp_dir: Path, stdout: int) -> subprocess.Popen[bytes]:
+    """`shardq serve -p 0` started in tmp_path, with TMPDIR=tmp_dir (created here) and its
+    stderr in tmp_path/stderr.log, in a session of its own."""
     tmp_dir.mkdir()
     cmd = [*shardq_command(), "serve", "-l", "127.0.0.1", "-p", "0"]
     with open(tmp_path / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             cmd,
             cwd=tmp_path,
             env=dict(os.environ, TMPDIR=str(tmp_dir)),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
+            stdout=stdout,
             stderr=err,
             start_new_session=True,
         )
+
+
+def test_sigint_while_starting_stops_quietly(tmp_path: Path) -> None:
+    """Ctrl-C before the server serves: a clean stop, not "did not come up within 30 s"."""
+    tmp_dir = tmp_path / "tmp"
+    proc = start_serving_in(tmp_path, tmp_dir, subprocess.PIPE)
     coordinator = None
     try:
         # The supervisor handles signals before it starts its first child, the coordinator;
@@ -334,18 +340,7 @@ def test_sigint_right_after_the_re_exec_stops_quietly(tmp_path: Path) -> None:
     """Ctrl-C while the re-executed supervisor is still importing: held until it can stop
     cleanly, not a KeyboardInterrupt traceback and a temporary run dir left behind."""
     tmp_dir = tmp_path / "tmp"
-    tmp_dir.mkdir()
-    cmd = [*shardq_command(), "serve", "-l", "127.0.0.1", "-p", "0"]
-    with open(tmp_path / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=tmp_path,
-            env=dict(os.environ, TMPDIR=str(tmp_dir)),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-        )
+    proc = start_serving_in(tmp_path, tmp_dir, subprocess.DEVNULL)
     try:
         poll_for(lambda: "shardq.processes.supervisor" in cmdline(proc.pid), 10, 0.001)
         os.kill(proc.pid, signal.SIGINT)
