@@ -128,6 +128,7 @@ class CrossReserve:
         "done",
         "expire_at",
         "reply",
+        "answer",
     )
 
     def __init__(self, conn: Conn) -> None:
@@ -139,4 +140,5 @@ class CrossReserve:
         self.offers: list[tuple[int, Offer]] = []  # (rid, offer) collected, not settled
         self.done = False
         self.expire_at: int | None = None
-        self.reply = proto.TIMED_OUT
+        self.reply = proto.TIMED_OUT  # the answer when expire_at comes
+        self.answer: bytes | None = None  # settled: sent once the cancelled shards answer

@@ -70,6 +70,8 @@ def reserve_at_eof(self: Acceptor, conn: Conn) -> None:
     way the commands read after it are answered next (reply -> pump)."""
     waiting = conn.waiting
     if isinstance(waiting, CrossReserve):
+        if waiting.done:
+            return  # settled: its reply waits only for its cancels' answers
         waiting.expire_at, waiting.reply = time.monotonic_ns(), proto.TIMED_OUT
         if len(waiting.answered) == len(waiting.rids):  # settled with no offer: waits
             self.finish_cross(waiting, proto.TIMED_OUT)
@@ -111,8 +113,7 @@ def on_cross(self: Acceptor, rid: int, cross: CrossReserve, payload: list[Any]) 
     if rid not in cross.live:
         self.inflight.pop(rid, None)
     if cross.done and not cross.live:
-        for r in cross.rids:
-            self.cross.pop(r, None)
+        self.end_cross(cross)
 
 
 def offer_order(entry: tuple[int, Offer]) -> tuple[int, int]:
@@ -137,21 +138,34 @@ def settle_cross(self: Acceptor, cross: CrossReserve) -> None:
 
 
 def finish_cross(self: Acceptor, cross: CrossReserve, reply: bytes | None) -> None:
-    cross.done = True
-    for rid, offer in cross.offers:  # collected, never settled: each goes back to its place
-        self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
-    cross.offers.clear()
-    for rid in cross.live:
-        if rid in self.cross:
-            self.cancel(cross.rids[rid], rid, cross.conn)
+    """Settle the reserve with `reply` (None: its connection went). The shards that still
+    hold a waiter for it are told to drop it, and the reply waits for their answers: a
+    client that sees RESERVED (or TIMED_OUT) and then asks `stats-tube` must not find this
+    connection still waiting there, as beanstalkd never shows it."""
+    if not cross.done:
+        cross.done = True
+        for rid, offer in cross.offers:  # collected, never settled: each goes back
+            self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
+        cross.offers.clear()
+        for rid in cross.live:
+            if rid in self.cross:
+                self.cancel(cross.rids[rid], rid, cross.conn)
+    cross.answer = reply
+    if not cross.live or reply is None or cross.conn.phase is CLOSED:
+        self.end_cross(cross)
+
+
+def end_cross(self: Acceptor, cross: CrossReserve) -> None:
+    """The settled reserve's shards have all answered: forget it, and send its reply."""
     if not cross.live:
         for r in cross.rids:
             self.cross.pop(r, None)
-    conn = cross.conn
+    conn, reply = cross.conn, cross.answer
+    cross.answer = None
     if conn.waiting is cross:
         conn.waiting = None
-    if reply is not None and conn.phase is not CLOSED:
-        self.reply(conn, reply)
+        if reply is not None and conn.phase is not CLOSED:
+            self.reply(conn, reply)
 
 
 def run_timers(self: Acceptor, now: int) -> None:

@@ -77,6 +77,7 @@ class Acceptor:
     on_cross = cross.on_cross
     settle_cross = cross.settle_cross
     finish_cross = cross.finish_cross
+    end_cross = cross.end_cross
     run_timers = cross.run_timers
     reask_offers = cross.reask_offers
     reserve_at_eof = cross.reserve_at_eof
