@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import socket
 import warnings
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,11 +29,13 @@ import typer
 from shardq import __version__
 from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
 from shardq.log import setup as setup_logging
+from shardq.processes.listener import bind_listener, describe
 from shardq.processes.spawn import pin_import_root
 from shardq.processes.startup import LOCK_FILE, StartupError, check_start, lock_dirs
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
+EXIT_LISTEN = 1  # the address cannot be listened on (in use, not allowed)
 EXIT_CONFIG = 2  # bad config file or flag; typer's own usage errors use 2 as well
 
 #: Used when --config is not given and this file exists in the current directory.
@@ -133,10 +136,12 @@ def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
     return f"flag {FLAGS[name]} ({key})" if name in overrides else f"{config.source}: {key}"
 
 
-def check_before_binding(config: Config, overrides: dict[str, Any]) -> None:
+def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
     """`shardq.processes.startup.check_start` on the directories, log and user of `config`,
-    and the lock on `-b` and `--run-dir` (one server per directory), held from here on
-    through the exec into the supervisor."""
+    the lock on `-b` and `--run-dir` (one server per directory), held from here on through
+    the exec into the supervisor, then the listening socket: bound here, before the
+    processes start, so a client that connects at once waits in the backlog instead of
+    being refused. StartupError (or OSError from binding) leaves nothing behind."""
     given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
     dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
     wal = None
@@ -156,7 +161,8 @@ def check_before_binding(config: Config, overrides: dict[str, Any]) -> None:
     )
     try:
         check_start([], wal)
-    except StartupError:  # refused after all: leave nothing behind that we made
+        return bind_listener(config.listen, config.port)
+    except (StartupError, OSError):  # refused after all: leave nothing behind that we made
         for fd in held:
             os.close(fd)
         for path in new_files:
@@ -305,16 +311,22 @@ def serve(
                 raise ConfigError("flag -F", "cannot be combined with -f")
             overrides["fsync_ms"] = None
         config = build_config(config_file, overrides)
-        check_before_binding(config, overrides)
+        listener = check_and_bind(config, overrides)
     except (ConfigError, StartupError) as e:
         raise _fail(str(e)) from None
+    except OSError as e:
+        typer.echo(
+            f"shardq: cannot listen on {describe(config.listen, config.port)}: {e.strerror}",
+            err=True,
+        )
+        raise typer.Exit(EXIT_LISTEN) from None
     for flag, given_flag in (("-c", compact), ("-n", no_compact)):
         if given_flag:
             typer.echo(f"shardq: warning: {flag} is ignored: the log is always compacted", err=True)
 
     from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
 
-    exec_supervisor(config)
+    exec_supervisor(config, listener)
 
 
 @app.command(

@@ -31,6 +31,7 @@ from typing import NoReturn
 from shardq.config import Config
 from shardq.log import setup as setup_logging
 from shardq.processes.child import child_argv
+from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
 from shardq.processes.spawn import python_m
 from shardq.processes.startup import StartupError, become, find_user
 
@@ -68,16 +69,6 @@ class Child:
         self.started = time.monotonic()
 
 
-def bind_listener(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.set_inheritable(True)
-    return sock
-
-
 class LayoutError(Exception):
     """The log directory was written with another number of shards."""
 
@@ -100,9 +91,13 @@ def check_layout(wal_dir: str, shards: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, listen_fd: int | None = None) -> None:
+        """`listen_fd`: the listening socket the CLI bound before the exec (else bound here)."""
         self.config = config
-        self.listener = bind_listener(config.listen, config.port)  # first: it may fail
+        if listen_fd is None:
+            self.listener = bind_listener(config.listen, config.port)  # first: it may fail
+        else:
+            self.listener = socket.socket(fileno=listen_fd)
         if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
             become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
@@ -202,7 +197,7 @@ class Supervisor:
                 child.start()
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
-            host, port = self.listener.getsockname()[:2]
+            host, port = listening_address(self.listener)
             print(LISTENING.format(host=host, port=port), flush=True)
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
@@ -268,7 +263,7 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        self.listener.close()
+        close_listener(self.listener)
         if self.own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
@@ -277,33 +272,36 @@ class Supervisor:
                     os.unlink(os.path.join(self.run_dir, name))
 
 
-def serve(config: Config) -> int:
+def serve(config: Config, listen_fd: int | None = None) -> int:
     setup_logging("supervisor", config.verbose)
     log.info("config: %s", config.source)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:
-        supervisor = Supervisor(config)
+        supervisor = Supervisor(config, listen_fd)
     except (LayoutError, StartupError) as e:
         log.error("%s", e)
         return 2
     except OSError as e:
-        log.error("cannot listen on %s:%d: %s", config.listen, config.port, e.strerror)
+        log.error("cannot listen on %s: %s", describe(config.listen, config.port), e.strerror)
         return 1
     return supervisor.run()
 
 
-def exec_supervisor(config: Config) -> NoReturn:
+def exec_supervisor(config: Config, listener: socket.socket) -> NoReturn:
     """Become the supervisor: the same process (same pid, so signals and service managers
     see no difference), re-executed without the CLI's libraries, which would otherwise stay
-    resident for the server's whole life (≈ 18 MiB of RSS, measured)."""
+    resident for the server's whole life (≈ 18 MiB of RSS, measured). `listener` (bound by
+    the CLI, inheritable) crosses the exec by its descriptor number."""
     sys.stdout.flush()
     sys.stderr.flush()
     # Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
     # run dir: they wait, blocked (a blocked signal stays pending across exec), until then.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    argv = python_m("shardq.processes.supervisor", json.dumps(dataclasses.asdict(config)))
+    config_json = json.dumps(dataclasses.asdict(config))
+    argv = python_m("shardq.processes.supervisor", config_json, str(listener.fileno()))
     os.execv(sys.executable, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(serve(Config(**json.loads(sys.argv[1]))))
+    fd = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    sys.exit(serve(Config(**json.loads(sys.argv[1])), fd))

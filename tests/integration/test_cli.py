@@ -1,5 +1,6 @@
 """`python -m shardq`: version, help, and start-up errors (none of these start a server)."""
 
+import socket
 import subprocess
 import sys
 import types
@@ -116,7 +117,12 @@ def fake_supervisor(monkeypatch):
     """Stand-in for shardq.processes.supervisor that records the Config it was given."""
     seen: list[Config] = []
     module = types.ModuleType("shardq.processes.supervisor")
-    module.exec_supervisor = seen.append  # type: ignore[attr-defined]
+
+    def exec_supervisor(config: Config, listener: socket.socket) -> None:
+        seen.append(config)
+        listener.close()
+
+    module.exec_supervisor = exec_supervisor  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "shardq.processes.supervisor", module)
     return seen
 
@@ -161,7 +167,7 @@ def test_flags_override_file_and_reach_the_supervisor(tmp_path, monkeypatch, fak
 
 def test_clamped_job_size_warns_and_starts(tmp_path, monkeypatch, fake_supervisor):
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["serve", "-z", "2000000000", "-f0", "-b", "wal"])
+    result = CliRunner().invoke(app, ["serve", "-z", "2000000000", "-f0", "-b", "wal", "-p", "0"])
     assert result.exit_code == 0, result.output
     assert "maximum job size was set to 1073741824" in result.stderr
     [config] = fake_supervisor

@@ -147,7 +147,8 @@ def accept(self: Acceptor) -> None:
             sock.close()
             continue
         sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock.family != socket.AF_UNIX:  # `-l unix:PATH`
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = Conn(self.next_conn, sock, self.max_job_size)
         self.next_conn += MAX_SERVING
         self.total_connections += 1
