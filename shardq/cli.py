@@ -6,61 +6,23 @@ which beanstalkd 1.12 ignores with a warning, as shardq does) so shardq can repl
 beanstalkd in an existing service unit, plus --shards, --config and --run-dir.
 Precedence: flags > config file > built-in defaults (shardq.config.Config).
 
-A bad config file or flag, a directory the server could not use or a user it could not
-become prints ONE line naming the key or flag and the problem to stderr and exits with
-EXIT_CONFIG, before anything is bound or started (shardq.processes.startup). These lines
-and `-v` are the command's own output (typer.echo); the server's processes log through
-shardq.log.
+Starting the server (config, checks, locks, binding, the exec into the supervisor) is
+shardq.start's, shared with `shardqd` (shardq.dropin). `-v` and usage errors are the
+command's own output (typer.echo); the server's processes log through shardq.log.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import importlib.util
-import os
-import socket
-import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from shardq import __version__
-from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
 from shardq.log import setup as setup_logging
-from shardq.processes.listener import bind_listener, describe
 from shardq.processes.spawn import pin_import_root
-from shardq.processes.startup import LOCK_FILE, StartupError, check_start, lock_dirs
-
-EXIT_OK = 0  # clean shutdown, or -v / -h
-EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
-EXIT_LISTEN = 1  # the address cannot be listened on (in use, not allowed)
-EXIT_CONFIG = 2  # bad config file or flag; typer's own usage errors use 2 as well
-
-#: Used when --config is not given and this file exists in the current directory.
-DEFAULT_CONFIG = Path("config/shardq.yaml")
-
-#: Config field -> the flag that sets it, so errors name what the user typed.
-FLAGS = {
-    "listen": "-l",
-    "port": "-p",
-    "max_job_size": "-z",
-    "verbose": "-V",
-    "wal_dir": "-b",
-    "fsync_ms": "-f",
-    "segment_bytes": "-s",
-    "shards": "--shards",
-    "serving": "--serving",
-    "run_dir": "--run-dir",
-    "events_dir": "--events",
-    "colocate": "--no-colocate",
-    "poll_us": "--poll-us",
-    "stats_yaml": "--stats-yaml",
-    "user": "-u",
-    "max_connections": "--max-connections",
-    "max_output_bytes": "--max-output-bytes",
-}
+from shardq.start import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, start_server
 
 app = typer.Typer(
     name="shardq",
@@ -95,83 +57,6 @@ VersionOption = Annotated[
 def main(version: VersionOption = False) -> None:
     """shardq: a multi-process work-queue server that speaks the beanstalk protocol."""
     pin_import_root()  # the processes serve and bench start import this same shardq
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"shardq: {message}", err=True)
-    return typer.Exit(EXIT_CONFIG)
-
-
-def _read_config_text(path: Path | None) -> tuple[str | None, str]:
-    """Return (text, origin); text is None when no file is given and the default is absent."""
-    if path is None:
-        if not DEFAULT_CONFIG.is_file():
-            return None, "config"
-        path = DEFAULT_CONFIG
-    try:
-        return path.read_text(encoding="utf-8"), str(path)
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ConfigError(f"--config {path}", f"cannot read the file: {reason}") from None
-
-
-def build_config(config_file: Path | None, overrides: dict[str, Any]) -> Config:
-    """Read the config file (if any), apply flag overrides; ConfigWarnings go to stderr.
-    The Config's `source` names the file, or says that the defaults were used."""
-    text, origin = _read_config_text(config_file)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConfigWarning)
-        config = load_config(text, overrides, origin=origin, flag_names=FLAGS)
-    for w in caught:
-        typer.echo(f"shardq: warning: {w.message}", err=True)
-    if text is None:
-        origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
-    return dataclasses.replace(config, source=origin)
-
-
-def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
-    """How errors name a setting: the flag that set it (as load_config does), else the
-    config file and key (a setting that is not a default came from one or the other)."""
-    key = FIELDS[name][0]
-    return f"flag {FLAGS[name]} ({key})" if name in overrides else f"{config.source}: {key}"
-
-
-def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
-    """`shardq.processes.startup.check_start` on the directories, log and user of `config`,
-    the lock on `-b` and `--run-dir` (one server per directory), held from here on through
-    the exec into the supervisor, then the listening socket: bound here, before the
-    processes start, so a client that connects at once waits in the backlog instead of
-    being refused. StartupError (or OSError from binding) leaves nothing behind."""
-    given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
-    dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
-    wal = None
-    if config.wal_dir is not None:
-        wal = (setting_name("wal_dir", overrides, config), config.wal_dir, config.shards)
-    user = None
-    if config.user is not None:
-        user = (setting_name("user", overrides, config), config.user)
-    check_start(dirs, None, user)
-    given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir}
-    locked = [p for p in given.values() if p is not None]
-    new_dirs = [p for p in locked if not os.path.isdir(p)]
-    new_files = [f for f in (os.path.join(p, LOCK_FILE) for p in locked) if not os.path.exists(f)]
-    held = lock_dirs(
-        [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None],
-        config.user,
-    )
-    try:
-        check_start([], wal)
-        return bind_listener(config.listen, config.port)
-    except (StartupError, OSError):  # refused after all: leave nothing behind that we made
-        for fd in held:
-            os.close(fd)
-        for path in new_files:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        for path in new_dirs:
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
-        raise
 
 
 @app.command(
@@ -305,28 +190,9 @@ def serve(
         overrides["verbose"] = verbose
     if no_colocate:
         overrides["colocate"] = False
-    try:
-        if no_fsync:
-            if fsync_ms is not None:
-                raise ConfigError("flag -F", "cannot be combined with -f")
-            overrides["fsync_ms"] = None
-        config = build_config(config_file, overrides)
-        listener = check_and_bind(config, overrides)
-    except (ConfigError, StartupError) as e:
-        raise _fail(str(e)) from None
-    except OSError as e:
-        typer.echo(
-            f"shardq: cannot listen on {describe(config.listen, config.port)}: {e.strerror}",
-            err=True,
-        )
-        raise typer.Exit(EXIT_LISTEN) from None
-    for flag, given_flag in (("-c", compact), ("-n", no_compact)):
-        if given_flag:
-            typer.echo(f"shardq: warning: {flag} is ignored: the log is always compacted", err=True)
-
-    from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
-
-    exec_supervisor(config, listener)
+    ignored = [flag for flag, given_flag in (("-c", compact), ("-n", no_compact)) if given_flag]
+    code = start_server(config_file, overrides, no_fsync=no_fsync, ignored=ignored)
+    raise typer.Exit(code)  # only on failure: start_server became the supervisor otherwise
 
 
 @app.command(

@@ -1,0 +1,94 @@
+"""``shardqd``: shardq with beanstalkd 1.12's own command line, for wherever a ``beanstalkd``
+binary is expected (a service unit, a container's command, a client library's test suite
+that starts ``$BEANSTALKD_PATH -l ADDR -p PORT``). Same flags, parsed as beanstalkd parses
+them (getopt: ``-VV``, ``-f0``), same exit statuses (5 for an unknown flag or argument);
+shardq's own settings come from ``--config FILE`` or the long flags of ``shardq serve``.
+
+It imports no CLI library: the port is bound ≈ 0.05 s after start (``shardq serve``: ≈ 0.15 s),
+so a client that connects right after starting it is queued, not refused.
+"""
+
+from __future__ import annotations
+
+import getopt
+import sys
+from pathlib import Path
+from typing import Any
+
+from shardq import __version__
+from shardq.processes.spawn import pin_import_root
+from shardq.start import EXIT_OK, FLAGS, start_server
+
+EXIT_USAGE = 5  #: beanstalkd's status for an unknown flag or a stray argument
+#: beanstalkd 1.12's flags: -b -f -F -h -l -p -s -u -V -v -z, and -c -n (ignored)
+SHORT = "b:f:Fhl:p:s:u:Vvz:cn"
+#: short flag letter -> config field (-V counts, -F has no value: handled apart)
+SHORT_FIELDS = {flag[1]: name for name, flag in FLAGS.items() if len(flag) == 2 and flag != "-V"}
+#: long flag -> config field, for the flags of `shardq serve` that take a value
+LONG_FIELDS = {
+    flag: name for name, flag in FLAGS.items() if flag.startswith("--") and name != "colocate"
+}
+LONG = [f"{flag[2:]}=" for flag in LONG_FIELDS] + ["config=", "no-colocate"]
+USAGE = f"""Use: shardqd [OPTIONS]
+
+Options (as beanstalkd 1.12's):
+ -b DIR   write-ahead log directory
+ -f MS    fsync at most once every MS milliseconds (use -f0 for "always fsync")
+ -F       never fsync
+ -l ADDR  listen on address (default is 127.0.0.1), or unix:PATH
+ -p PORT  listen on port (default is 11300)
+ -u USER  become user and group
+ -z BYTES set the maximum job size in bytes (default is 65535)
+ -s BYTES set the size of each write-ahead log file (default is 10485760)
+ -c, -n   ignored, as by beanstalkd 1.12 (the log is always compacted)
+ -v       show version information
+ -V       increase verbosity
+ -h       show this help
+shardq's own: --config FILE, {", ".join(sorted(LONG_FIELDS))}, --no-colocate
+"""
+
+
+def usage_error(message: str) -> int:
+    sys.stderr.write(f"shardqd: {message}\n{USAGE}")
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse beanstalkd's flags and start the server; returns only on refusal or -h/-v."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        opts, rest = getopt.getopt(args, SHORT, LONG)
+    except getopt.GetoptError as e:
+        return usage_error(str(e))
+    if rest:
+        return usage_error(f"unknown argument: {rest[0]}")
+    overrides: dict[str, Any] = {}
+    config_file: Path | None = None
+    no_fsync, ignored = False, []
+    for opt, value in opts:
+        if opt == "-h":
+            sys.stderr.write(USAGE)
+            return EXIT_OK
+        if opt == "-v":
+            sys.stdout.write(f"shardq {__version__}\n")
+            return EXIT_OK
+        if opt == "-V":
+            overrides["verbose"] = overrides.get("verbose", 0) + 1
+        elif opt == "-F":
+            no_fsync = True
+        elif opt in ("-c", "-n"):
+            ignored.append(opt)
+        elif opt == "--config":
+            config_file = Path(value)
+        elif opt == "--no-colocate":
+            overrides["colocate"] = False
+        elif opt in LONG_FIELDS:
+            overrides[LONG_FIELDS[opt]] = value
+        else:
+            overrides[SHORT_FIELDS[opt[1]]] = value
+    pin_import_root()  # the processes it starts import this same shardq
+    return start_server(config_file, overrides, no_fsync=no_fsync, ignored=ignored)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

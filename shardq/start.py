@@ -1,0 +1,163 @@
+"""Starting the server, without the CLI library: read the config file, apply the flags,
+check the directories and user, lock the directories, bind the listening socket, and
+become the supervisor. `shardq serve` (shardq.cli) and `shardqd` (shardq.dropin, beanstalkd's
+own command line) both end here; `shardqd` imports nothing more, so it binds within
+≈ 0.05 s of being started.
+
+A bad config file or flag, a directory the server could not use or a user it could not
+become prints ONE line naming the key or flag and the problem to stderr and exits with
+EXIT_CONFIG, before anything is bound or started (shardq.processes.startup); an address
+that cannot be listened on exits with EXIT_LISTEN.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
+from shardq.processes.listener import bind_listener, describe
+from shardq.processes.startup import LOCK_FILE, StartupError, check_start, lock_dirs
+
+EXIT_OK = 0  # clean shutdown, or -v / -h
+EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
+EXIT_LISTEN = 1  # the address cannot be listened on (in use, not allowed)
+EXIT_CONFIG = 2  # bad config file or flag; typer's own usage errors use 2 as well
+
+#: Used when --config is not given and this file exists in the current directory.
+DEFAULT_CONFIG = Path("config/shardq.yaml")
+
+#: Config field -> the flag that sets it, so errors name what the user typed.
+FLAGS = {
+    "listen": "-l",
+    "port": "-p",
+    "max_job_size": "-z",
+    "verbose": "-V",
+    "wal_dir": "-b",
+    "fsync_ms": "-f",
+    "segment_bytes": "-s",
+    "shards": "--shards",
+    "serving": "--serving",
+    "run_dir": "--run-dir",
+    "events_dir": "--events",
+    "colocate": "--no-colocate",
+    "poll_us": "--poll-us",
+    "stats_yaml": "--stats-yaml",
+    "user": "-u",
+    "max_connections": "--max-connections",
+    "max_output_bytes": "--max-output-bytes",
+}
+
+
+def say(message: str) -> None:
+    """One line of the command's own output on stderr: ``shardq: message``."""
+    sys.stderr.write(f"shardq: {message}\n")
+    sys.stderr.flush()
+
+
+def _read_config_text(path: Path | None) -> tuple[str | None, str]:
+    """Return (text, origin); text is None when no file is given and the default is absent."""
+    if path is None:
+        if not DEFAULT_CONFIG.is_file():
+            return None, "config"
+        path = DEFAULT_CONFIG
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"--config {path}", f"cannot read the file: {reason}") from None
+
+
+def build_config(config_file: Path | None, overrides: dict[str, Any]) -> Config:
+    """Read the config file (if any), apply flag overrides; ConfigWarnings go to stderr.
+    The Config's `source` names the file, or says that the defaults were used."""
+    text, origin = _read_config_text(config_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConfigWarning)
+        config = load_config(text, overrides, origin=origin, flag_names=FLAGS)
+    for w in caught:
+        say(f"warning: {w.message}")
+    if text is None:
+        origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
+    return dataclasses.replace(config, source=origin)
+
+
+def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
+    """How errors name a setting: the flag that set it (as load_config does), else the
+    config file and key (a setting that is not a default came from one or the other)."""
+    key = FIELDS[name][0]
+    return f"flag {FLAGS[name]} ({key})" if name in overrides else f"{config.source}: {key}"
+
+
+def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
+    """`shardq.processes.startup.check_start` on the directories, log and user of `config`,
+    the lock on `-b` and `--run-dir` (one server per directory), held from here on through
+    the exec into the supervisor, then the listening socket: bound here, before the
+    processes start, so a client that connects at once waits in the backlog instead of
+    being refused. StartupError (or OSError from binding) leaves nothing behind."""
+    given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
+    dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
+    wal = None
+    if config.wal_dir is not None:
+        wal = (setting_name("wal_dir", overrides, config), config.wal_dir, config.shards)
+    user = None
+    if config.user is not None:
+        user = (setting_name("user", overrides, config), config.user)
+    check_start(dirs, None, user)
+    given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir}
+    locked = [p for p in given.values() if p is not None]
+    new_dirs = [p for p in locked if not os.path.isdir(p)]
+    new_files = [f for f in (os.path.join(p, LOCK_FILE) for p in locked) if not os.path.exists(f)]
+    held = lock_dirs(
+        [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None],
+        config.user,
+    )
+    try:
+        check_start([], wal)
+        return bind_listener(config.listen, config.port)
+    except (StartupError, OSError):  # refused after all: leave nothing behind that we made
+        for fd in held:
+            os.close(fd)
+        for path in new_files:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for path in new_dirs:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        raise
+
+
+def start_server(
+    config_file: Path | None,
+    overrides: dict[str, Any],
+    no_fsync: bool = False,
+    ignored: list[str] | None = None,
+) -> int:
+    """Build the config from `config_file` and the flags' `overrides`, check, lock, bind, and
+    exec into the supervisor (never returns then). Returns the exit status on refusal.
+    `no_fsync`: -F (never fsync); `ignored`: flags given that beanstalkd 1.12 ignores."""
+    try:
+        if no_fsync:
+            if "fsync_ms" in overrides:
+                raise ConfigError("flag -F", "cannot be combined with -f")
+            overrides["fsync_ms"] = None
+        config = build_config(config_file, overrides)
+        listener = check_and_bind(config, overrides)
+    except (ConfigError, StartupError) as e:
+        say(str(e))
+        return EXIT_CONFIG
+    except OSError as e:
+        say(f"cannot listen on {describe(config.listen, config.port)}: {e.strerror}")
+        return EXIT_LISTEN
+    for flag in ignored or ():
+        say(f"warning: {flag} is ignored: the log is always compacted")
+
+    from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
+
+    exec_supervisor(config, listener)
