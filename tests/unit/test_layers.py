@@ -23,6 +23,8 @@ LAYERS: dict[str, int] = {
     "storage": 2,  # write-ahead log, event log
     "config": 2,  # the validated configuration
     "processes": 3,  # the process loops
+    "start": 4,  # config + checks + bind + exec into the supervisor, no CLI library
+    "dropin": 4,  # shardqd: beanstalkd's command line
     "cli": 4,
     "__main__": 4,
     "bench": 4,
