@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 import shardq
-from shardq.cli import EXIT_CONFIG, app
+from shardq.cli import app
 from shardq.config import Config
+from shardq.start import EXIT_CONFIG
 
 
 def shardq_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_sh
 
 from shardq.bench.procs import wait_listening
 from shardq.bench.servers import memory
-from shardq.cli import EXIT_CONFIG
+from shardq.start import EXIT_CONFIG
 
 REFUSE_TIMEOUT = 20.0  #: a refused start must exit within this
 MIB = 1 << 20

@@ -30,13 +30,13 @@ import resource
 import selectors
 import signal
 import socket
+import struct
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, cast
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from shardq.cluster import wire
 from shardq.cluster.routing import tagged
@@ -52,7 +52,15 @@ POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond p
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
+MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
+
+
+def monitor_event(frames: list[bytes]) -> int:
+    """The event number of a ZeroMQ socket-monitor message: its first frame starts with the
+    event (16 bits) and a value (32 bits), native order. Read here, not with
+    zmq.utils.monitor, which imports asyncio (≈ 25 ms more for every process start)."""
+    return int(MONITOR_HEAD.unpack_from(frames[0])[0])
 
 
 class Acceptor:
@@ -355,7 +363,7 @@ class Acceptor:
             target = self.monitor_target.get(s)
             if target is not None:
                 while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                    self.on_monitor(target, recv_monitor_message(s)["event"])
+                    self.on_monitor(target, monitor_event(s.recv_multipart()))
             elif s is not hosted:
                 while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
                     self.on_replies(wire.unpack(s.recv()))
