@@ -23,7 +23,13 @@ from typing import Any
 
 from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
 from shardq.processes.listener import bind_listener, describe
-from shardq.processes.startup import LOCK_FILE, StartupError, check_start, lock_dirs
+from shardq.processes.startup import (
+    LOCK_FILE,
+    StartupError,
+    check_start,
+    lock_dirs,
+    make_private,
+)
 
 EXIT_OK = 0  # clean shutdown, or -v / -h
 EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
@@ -120,6 +126,8 @@ def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
     )
     try:
         check_start([], wal)
+        if config.run_dir is not None:
+            make_private(setting_name("run_dir", overrides, config), config.run_dir)
         return bind_listener(config.listen, config.port)
     except (StartupError, OSError):  # refused after all: leave nothing behind that we made
         for fd in held:

@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import os
 import pwd
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -260,3 +261,23 @@ def _lock_dir(where: str, path: str, account: Account | None) -> int:
         os.fchown(fd, account.uid, account.gid)
     os.set_inheritable(fd, True)
     return fd
+
+
+def make_private(where: str, path: str) -> None:
+    """Leave the run directory (the inter-process sockets) open to the server's user only,
+    whatever the umask: another local user who can reach those sockets can send any
+    process of the server anything. A directory of the server's own is set to 0700; a
+    shared one (sticky, like /tmp) or another user's is refused."""
+    st = os.stat(path)
+    if st.st_mode & 0o077 == 0:
+        return
+    mode = oct(stat.S_IMODE(st.st_mode))
+    if st.st_mode & stat.S_ISVTX or (os.geteuid() != 0 and st.st_uid != os.geteuid()):
+        raise StartupError(
+            f"{where}: {path} is shared with other users (mode {mode}); "
+            "give a directory only the server uses"
+        )
+    try:
+        os.chmod(path, 0o700)
+    except OSError as e:
+        raise StartupError(f"{where}: {path} cannot be made private: {e.strerror}") from None
