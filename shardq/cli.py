@@ -155,6 +155,14 @@ def serve(
             help="Close a connection with more unwritten replies [4194304].",
         ),
     ] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow",
+            metavar="CIDR",
+            help="Accept TCP clients only from this network; repeatable [any].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -184,6 +192,7 @@ def serve(
         "user": user,
         "max_connections": max_connections,
         "max_output_bytes": max_output_bytes,
+        "allow": allow or None,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -36,10 +36,12 @@ YAML layout::
     limits:
       max_connections: 0   # 0 -> no limit; more are closed at accept (a share per serving process)
       max_output_bytes: 4194304  # a connection with more unwritten replies is closed
+    allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import platform
 import re
@@ -102,6 +104,7 @@ class Config:
     user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
     max_connections: int = 0  # --max-connections N; 0 = no limit; more are closed at accept
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
+    allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
@@ -193,6 +196,20 @@ def _count(where: str, value: Any, from_flag: bool) -> int:
     return _int(where, value, 0, None, from_flag)
 
 
+def _networks(where: str, value: Any, from_flag: bool) -> tuple[str, ...]:
+    """A list of networks (``10.0.0.0/8``, ``::1``, a bare address is one host), or one."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(where, f"must be a list of networks like 10.0.0.0/8, got {value!r}")
+    networks = []
+    for item in items:
+        try:
+            networks.append(str(ipaddress.ip_network(str(item).strip(), strict=False)))
+        except ValueError:
+            raise ConfigError(where, f"{item!r} is not a network like 10.0.0.0/8") from None
+    return tuple(networks)
+
+
 def _positive(where: str, value: Any, from_flag: bool) -> int:
     return _int(where, value, 1, None, from_flag)
 
@@ -248,6 +265,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "user": ("user", _user),
     "max_connections": ("limits.max_connections", _count),
     "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
+    "allow": ("allow", _networks),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
 SECTIONS = ("wal", "events", "limits")

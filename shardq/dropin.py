@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             config_file = Path(value)
         elif opt == "--no-colocate":
             overrides["colocate"] = False
+        elif opt == "--allow":  # repeatable
+            overrides.setdefault("allow", []).append(value)
         elif opt in LONG_FIELDS:
             overrides[LONG_FIELDS[opt]] = value
         else:

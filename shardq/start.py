@@ -58,6 +58,7 @@ FLAGS = {
     "user": "-u",
     "max_connections": "--max-connections",
     "max_output_bytes": "--max-output-bytes",
+    "allow": "--allow",
 }
 
 

@@ -131,6 +131,7 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--poll-us", type=int, default=100, help="0: never poll")
     acceptor.add_argument("--max-connections", type=int, default=0, help="0: no limit")
     acceptor.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    acceptor.add_argument("--allow", default="", help="networks, comma-separated; '': any")
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
@@ -194,6 +195,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
         args.serving,
         args.max_connections,
         args.max_output_bytes,
+        tuple(n for n in args.allow.split(",") if n),
     )
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import os
 import socket
 import stat
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 UNIX_PREFIX = "unix:"  #: ``-l unix:PATH``: listen on a unix socket at PATH (the port is unused)
 BACKLOG = 1024  #: beanstalkd's
 
@@ -88,3 +90,23 @@ def close_listener(sock: socket.socket) -> None:
     if path:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def parse_networks(texts: tuple[str, ...]) -> tuple[Network, ...]:
+    """The `allow` networks (validated by the config already)."""
+    return tuple(ipaddress.ip_network(t, strict=False) for t in texts)
+
+
+def allowed(networks: tuple[Network, ...], sock: socket.socket) -> bool:
+    """Whether a client accepted on `sock` comes from one of `networks`. A unix-socket
+    client is local and always allowed; an IPv4 client on an IPv6 socket
+    (``::ffff:10.0.0.1``) is matched as IPv4."""
+    if sock.family == socket.AF_UNIX:
+        return True
+    try:
+        address = ipaddress.ip_address(sock.getpeername()[0])
+    except OSError:  # already gone
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)

@@ -170,6 +170,7 @@ class Supervisor:
             poll_us=self.config.poll_us,
             max_connections=self.config.max_connections,  # each takes ceil(N / serving)
             max_output_bytes=self.config.max_output_bytes,
+            allow=",".join(self.config.allow),
             ready_fd=ready_fd,
             host=hosted,
             **self.common_options(),

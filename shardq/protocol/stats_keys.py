@@ -96,6 +96,7 @@ STATS_KEYS = (
 LIMIT_KEYS = (
     "limit-max-connections",
     "limit-connections-refused",
+    "limit-connections-denied",
     "limit-max-output-bytes",
     "limit-output-closed",
 )

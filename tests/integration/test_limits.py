@@ -125,9 +125,10 @@ def test_connections_past_max_connections_are_closed_at_accept(
     assert values["limit-max-connections"] == "3"
     assert values["limit-connections-refused"] == "1"
     keys = list(values)
-    assert keys[-4:] == [
+    assert keys[-5:] == [
         "limit-max-connections",
         "limit-connections-refused",
+        "limit-connections-denied",
         "limit-max-output-bytes",
         "limit-output-closed",
     ], "shardq's keys must follow all of beanstalkd's"

@@ -14,6 +14,7 @@ from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
+from shardq.processes.listener import allowed
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -142,6 +143,10 @@ def accept(self: Acceptor) -> None:
             if e.errno == errno.ECONNABORTED:
                 continue
             raise
+        if self.allow and not allowed(self.allow, sock):  # --allow
+            self.connections_denied += 1
+            sock.close()
+            continue
         if self.conn_limit and len(self.conns) >= self.conn_limit:  # limits.max_connections
             self.connections_refused += 1
             sock.close()

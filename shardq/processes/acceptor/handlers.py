@@ -192,6 +192,7 @@ def connection_fields(self: Acceptor) -> dict[str, Any]:
         "draining": self.draining,
         "limit-max-connections": self.max_connections,
         "limit-connections-refused": self.connections_refused,
+        "limit-connections-denied": self.connections_denied,
         "limit-max-output-bytes": self.max_output,
         "limit-output-closed": self.output_closed,
     }

@@ -44,6 +44,7 @@ from shardq.engine.job import NS
 from shardq.processes import lifeline
 from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
+from shardq.processes.listener import Network, parse_networks
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.processes.shard_ops import COUNTS
 from shardq.protocol.stats_keys import CMD_KEYS
@@ -214,6 +215,8 @@ class Acceptor:
         self.max_connections = max_connections
         self.conn_limit = -(-max_connections // serving)  # 0: no limit
         self.connections_refused = 0
+        self.allow: tuple[Network, ...] = ()  # limits: TCP peers only from these; () = any
+        self.connections_denied = 0
         self.max_output = max_output_bytes
         self.output_closed = 0
         self.max_input = max(clients.INPUT_BYTES, max_job_size + 1024)  # + a put line
@@ -387,6 +390,7 @@ def main(
     serving: int = 1,
     max_connections: int = 0,
     max_output_bytes: int = 4 << 20,
+    allow: tuple[str, ...] = (),
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -402,6 +406,7 @@ def main(
         max_output_bytes,
     )
     acceptor.spin_s = poll_us / 1e6
+    acceptor.allow = parse_networks(allow)
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
 
