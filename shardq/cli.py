@@ -155,6 +155,16 @@ def serve(
             help="Close a connection with more unwritten replies [4194304].",
         ),
     ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            "--log-level", metavar="LEVEL", help="debug, info, warning or error [from -V]."
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option("--log-format", metavar="FORMAT", help="text or json [text]."),
+    ] = None,
     allow: Annotated[
         list[str] | None,
         typer.Option(
@@ -193,6 +203,8 @@ def serve(
         "max_connections": max_connections,
         "max_output_bytes": max_output_bytes,
         "allow": allow or None,
+        "log_level": log_level,
+        "log_format": log_format,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -36,6 +36,9 @@ YAML layout::
     limits:
       max_connections: 0   # 0 -> no limit; more are closed at accept (a share per serving process)
       max_output_bytes: 4194304  # a connection with more unwritten replies is closed
+    log:
+      level: null          # debug | info | warning | error; null -> from -V (warning, info, debug)
+      format: text         # text (one line) | json (one object a line)
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
 """
 
@@ -52,6 +55,7 @@ from typing import Any
 
 import yaml
 
+from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.protocol.replies import YAML_STYLES
 
 #: Largest accepted max job size; beanstalkd clamps to this because body sizes are int32.
@@ -104,6 +108,8 @@ class Config:
     user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
     max_connections: int = 0  # --max-connections N; 0 = no limit; more are closed at accept
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
+    log_level: str | None = None  # --log-level; debug|info|warning|error; None: from -V
+    log_format: str = "text"  # --log-format; text (one line) or json (one object a line)
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
@@ -238,6 +244,20 @@ def _stats_yaml(where: str, value: Any, from_flag: bool) -> str:
     return str(value)
 
 
+def _choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(where, f"must be one of {', '.join(choices)}, not {value!r}")
+    return str(value)
+
+
+def _log_level(where: str, value: Any, from_flag: bool) -> str | None:
+    return None if value is None else _choice(where, value, LEVEL_NAMES)
+
+
+def _log_format(where: str, value: Any, from_flag: bool) -> str:
+    return _choice(where, value, FORMATS)
+
+
 def _output_bytes(where: str, value: Any, from_flag: bool) -> int:
     """Bytes of unwritten replies a connection may have, at least MIN_OUTPUT_BYTES."""
     return _int(where, value, MIN_OUTPUT_BYTES, None, from_flag)
@@ -266,9 +286,11 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "max_connections": ("limits.max_connections", _count),
     "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
     "allow": ("allow", _networks),
+    "log_level": ("log.level", _log_level),
+    "log_format": ("log.format", _log_format),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits")
+SECTIONS = ("wal", "events", "limits", "log")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

@@ -5,7 +5,10 @@ Each process calls `setup(role, verbose)` once at its start (the supervisor, eve
 handlers themselves. A line reads ``shardq[acceptor] WARNING message``.
 
 `verbose` is the config's `verbose` (`-V` counts): 0 shows warnings and errors, 1 (`-V`)
-adds INFO, 2 and more (`-VV`) DEBUG. The supervisor passes it to every child it starts.
+adds INFO, 2 and more (`-VV`) DEBUG; the config's `log.level` (debug, info, warning,
+error), when set, wins. `log.format` is `text` (the line above) or `json` (one object a
+line: ts, role, level, logger, msg, and exc for a traceback) for log collectors. The
+supervisor passes all three to every child it starts.
 
 Diagnostics go here; a command's result is its output, not a log line: the supervisor's
 ``shardq listening on HOST:PORT`` on stdout (tests and tools parse it), the tables of
@@ -16,8 +19,10 @@ Standard library only: every layer may use it.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import time
 
 #: Root level for verbose 0, 1, 2 (and above).
 LEVELS = (logging.WARNING, logging.INFO, logging.DEBUG)
@@ -28,20 +33,48 @@ def level_for(verbose: int) -> int:
     return LEVELS[max(0, min(verbose, len(LEVELS) - 1))]
 
 
+#: `log.level` values, and `log.format` values.
+LEVEL_NAMES = ("debug", "info", "warning", "error")
+FORMATS = ("text", "json")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__()
+        self.role = role
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        entry = {
+            "ts": f"{ts}.{int(record.msecs):03d}Z",
+            "role": self.role,
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
 def line_format(role: str) -> str:
     """The format of one line of `role`'s log (`%` in a role is kept literally)."""
     return f"shardq[{role.replace('%', '%%')}] %(levelname)s %(message)s"
 
 
-def setup(role: str, verbose: int) -> None:
-    """Send the root logger's records to stderr, one line each, at `verbose`'s level.
+def setup(role: str, verbose: int, level: str | None = None, fmt: str = "text") -> None:
+    """Send the root logger's records to stderr, one line each, at `level` (a LEVEL_NAMES
+    name) or else `verbose`'s level, as text or JSON (`fmt`).
 
     Replaces any handler set before (a re-executed or forked process calls it again).
     """
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(line_format(role)))
+    formatter = JsonFormatter(role) if fmt == "json" else logging.Formatter(line_format(role))
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level_for(verbose))
+    root.setLevel(level.upper() if level else level_for(verbose))

@@ -59,6 +59,8 @@ FLAGS = {
     "max_connections": "--max-connections",
     "max_output_bytes": "--max-output-bytes",
     "allow": "--allow",
+    "log_level": "--log-level",
+    "log_format": "--log-format",
 }
 
 

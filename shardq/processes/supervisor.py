@@ -145,6 +145,8 @@ class Supervisor:
             "run_dir": self.run_dir,
             "shards": self.config.shards,
             "verbose": self.config.verbose,
+            "log_level": self.config.log_level,
+            "log_format": self.config.log_format,
             "stats_yaml": self.config.stats_yaml,
         }
 
@@ -274,7 +276,7 @@ class Supervisor:
 
 
 def serve(config: Config, listen_fd: int | None = None) -> int:
-    setup_logging("supervisor", config.verbose)
+    setup_logging("supervisor", config.verbose, config.log_level, config.log_format)
     log.info("config: %s", config.source)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:

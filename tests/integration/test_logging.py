@@ -1,0 +1,48 @@
+"""`log.level` and `log.format`: every process logs at the level asked for, as text lines or
+as one JSON object a line (for log collectors), naming its role."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+from helpers import poll_for
+
+from shardq.start import EXIT_CONFIG
+
+
+def test_json_lines_from_every_process(shardq_server) -> None:
+    srv = shardq_server(2, ("--log-format", "json", "--log-level", "info"))
+    children = srv.wait_all_children()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(10) == 0
+    lines = srv.stderr().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert all(set(r) >= {"ts", "role", "level", "logger", "msg"} for r in records)
+    assert {r["level"] for r in records} <= {"INFO", "WARNING", "ERROR"}
+    roles = {r["role"] for r in records}
+    assert roles >= {"supervisor", *children}, (roles, children)
+    assert any(r["role"] == "supervisor" and r["msg"].startswith("pid ") for r in records)
+
+
+def test_log_level_wins_over_v(shardq_server) -> None:
+    srv = shardq_server(2, ("-VV", "--log-level", "error"))
+    srv.wait_all_children()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(10) == 0
+    assert srv.stderr() == ""  # nothing went wrong, and -VV's INFO/DEBUG lines are off
+
+
+def test_text_lines_name_the_role(shardq_server) -> None:
+    srv = shardq_server(2, ("--log-level", "info"))
+    poll_for(lambda: "shardq[supervisor] INFO pid " in srv.stderr(), timeout=10)
+    assert all(line.startswith("shardq[") for line in srv.stderr().splitlines())
+
+
+def test_a_bad_log_setting_is_one_line_naming_the_flag(shardq_launch) -> None:
+    proc, *_rest, stderr_path = shardq_launch(1, ("--log-format", "xml"))
+    out, _ = proc.communicate(timeout=20)
+    assert (proc.returncode, out) == (EXIT_CONFIG, b"")
+    assert stderr_path.read_text().splitlines() == [
+        "shardq: flag --log-format (log.format): must be one of text, json, not 'xml'"
+    ]
