@@ -20,9 +20,10 @@ from typing import Annotated, Any
 import typer
 
 from shardq import __version__
+from shardq.config import DEFAULT_CONFIG
 from shardq.log import setup as setup_logging
 from shardq.processes.spawn import pin_import_root
-from shardq.start import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, start_server
+from shardq.start import EXIT_FAILURE, EXIT_OK, start_server
 
 app = typer.Typer(
     name="shardq",

@@ -44,6 +44,7 @@ YAML layout::
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import platform
@@ -51,6 +52,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -401,3 +403,35 @@ def load_config(
     if config.serving > 1 and not config.colocate:
         raise ConfigError("colocate", "must be true with several serving processes")
     return config
+
+
+# --- reading it ---------------------------------------------------------------------------
+
+#: Used when --config is not given and this file exists in the current directory.
+DEFAULT_CONFIG = Path("config/shardq.yaml")
+
+
+def read_config_text(path: Path | None) -> tuple[str | None, str]:
+    """Return (text, origin); text is None when no file is given and the default is absent."""
+    if path is None:
+        if not DEFAULT_CONFIG.is_file():
+            return None, "config"
+        path = DEFAULT_CONFIG
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"--config {path}", f"cannot read the file: {reason}") from None
+
+
+def read_config(
+    config_file: Path | None, overrides: Mapping[str, Any], flag_names: Mapping[str, str]
+) -> Config:
+    """The config file (`config_file`, else DEFAULT_CONFIG if it exists) with `overrides` (the
+    flags' values, which win). At start-up and again on SIGHUP. The Config's `source` names
+    the file, or says that the defaults were used."""
+    text, origin = read_config_text(config_file)
+    config = load_config(text, overrides, origin=origin, flag_names=flag_names)
+    if text is None:
+        origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
+    return dataclasses.replace(config, source=origin)

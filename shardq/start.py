@@ -13,7 +13,6 @@ that cannot be listened on exits with EXIT_LISTEN.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import socket
 import sys
@@ -21,7 +20,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from shardq.config import FIELDS, Config, ConfigError, ConfigWarning, load_config
+from shardq.config import (
+    FIELDS,
+    Config,
+    ConfigError,
+    ConfigWarning,
+    read_config,
+)
 from shardq.processes.listener import bind_listener, describe
 from shardq.processes.startup import (
     LOCK_FILE,
@@ -36,8 +41,6 @@ EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
 EXIT_LISTEN = 1  # the address cannot be listened on (in use, not allowed)
 EXIT_CONFIG = 2  # bad config file or flag; typer's own usage errors use 2 as well
 
-#: Used when --config is not given and this file exists in the current directory.
-DEFAULT_CONFIG = Path("config/shardq.yaml")
 
 #: Config field -> the flag that sets it, so errors name what the user typed.
 FLAGS = {
@@ -70,31 +73,15 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _read_config_text(path: Path | None) -> tuple[str | None, str]:
-    """Return (text, origin); text is None when no file is given and the default is absent."""
-    if path is None:
-        if not DEFAULT_CONFIG.is_file():
-            return None, "config"
-        path = DEFAULT_CONFIG
-    try:
-        return path.read_text(encoding="utf-8"), str(path)
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise ConfigError(f"--config {path}", f"cannot read the file: {reason}") from None
-
-
 def build_config(config_file: Path | None, overrides: dict[str, Any]) -> Config:
     """Read the config file (if any), apply flag overrides; ConfigWarnings go to stderr.
     The Config's `source` names the file, or says that the defaults were used."""
-    text, origin = _read_config_text(config_file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConfigWarning)
-        config = load_config(text, overrides, origin=origin, flag_names=FLAGS)
+        config = read_config(config_file, overrides, FLAGS)
     for w in caught:
         say(f"warning: {w.message}")
-    if text is None:
-        origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
-    return dataclasses.replace(config, source=origin)
+    return config
 
 
 def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
@@ -171,4 +158,5 @@ def start_server(
 
     from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
 
-    exec_supervisor(config, listener)
+    reload = {"config_file": None if config_file is None else str(config_file)}
+    exec_supervisor(config, listener, {**reload, "overrides": overrides, "flags": FLAGS})

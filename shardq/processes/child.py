@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
+from shardq.processes import live
 from shardq.processes.spawn import python_m
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
@@ -102,7 +103,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", required=True, help="where the ipc sockets live")
     parser.add_argument("--shards", type=int, required=True)
     parser.add_argument("--verbose", type=int, default=0, help="-V count: 0, 1 or 2")
-    parser.add_argument("--log-level", default=None, choices=LEVEL_NAMES)
+    parser.add_argument("--log-level", default="", choices=(*LEVEL_NAMES, ""), help="'': -V")
     parser.add_argument("--log-format", default="text", choices=FORMATS)
     parser.add_argument("--stats-yaml", default="plain", choices=YAML_STYLES)
 
@@ -224,12 +225,14 @@ def raise_fd_limit() -> None:
 def main(argv: Sequence[str]) -> None:
     die_with_parent()
     args = parse(argv)
-    setup_logging(role_label(args), args.verbose, args.log_level, args.log_format)
+    setup_logging(role_label(args), args.verbose, args.log_level or None, args.log_format)
     raise_fd_limit()
     log.info("started (pid %d)", os.getpid())
     log.debug("command line: %s", " ".join(argv))
     tune_gc()
     set_yaml_style(args.stats_yaml)
+    live.listen(role_label(args), args.run_dir)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})  # blocked by the supervisor
     if args.role != "acceptor":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     RUNNERS[args.role](args)

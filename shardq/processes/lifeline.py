@@ -10,6 +10,8 @@ import os
 import sys
 import time
 
+from shardq.processes import live
+
 CHECK_EVERY_S = 1.0  #: process loops wake at least this often to look
 _SUPERVISOR = int(os.environ.get("SHARDQ_SUPERVISOR_PID", "0") or 0) or os.getppid()
 
@@ -22,6 +24,8 @@ def check() -> None:
     turn; it asks the kernel at most once per CHECK_EVERY_S / 4 (a busy loop turns over
     tens of thousands of times a second, and the clock read is no system call)."""
     global _next_check
+    if live._pending:
+        live.apply_pending()
     now = time.monotonic()
     if now < _next_check:
         return

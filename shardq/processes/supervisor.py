@@ -4,7 +4,8 @@ It binds the listening socket itself and passes it to every serving process (acc
 so a restarted one keeps the same port and `-p 0` is resolved before anything else starts.
 Signals become actions: SIGTERM/SIGINT stop everything (children get SIGTERM, then
 SIGKILL after a grace period) and remove the ipc socket files; SIGUSR1 puts the
-server in drain mode; SIGHUP is logged (reload is not supported yet).
+server in drain mode; SIGHUP reads the config file again and applies what can change
+without a restart (`reload_config`, `processes/live.py`).
 
 It logs through `shardq.log` as ``shardq[supervisor]`` and passes the config's `verbose`
 to every child (``--verbose``), so `-V` reaches every process. Its one line on stdout,
@@ -25,11 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import NoReturn
+from pathlib import Path
+from typing import Any, NoReturn
 
-from shardq.config import Config
+from shardq.config import Config, ConfigError, ConfigWarning, read_config
 from shardq.log import setup as setup_logging
+from shardq.processes import live
 from shardq.processes.child import child_argv
 from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
 from shardq.processes.spawn import python_m
@@ -39,7 +43,10 @@ STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
 CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  #: held from the exec until `run` handles them
+#: held from the exec until `run` handles them (SIGHUP would end a process with no handler)
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+#: children start with these blocked and unblock them once their handlers are in place
+CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
 
@@ -57,15 +64,17 @@ class Child:
     started: float = 0.0
     quick_restarts: int = 0
     extra: list[str] = field(default_factory=list)
+    live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
 
     def start(self) -> None:
-        # Children start with SIGUSR1 blocked and unblock it once their handler is in place,
-        # so a drain request during their start-up is delivered, not fatal.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        # Children start with SIGUSR1 and SIGHUP blocked and unblock them once their handlers
+        # are in place, so a drain or reload during their start-up is delivered, not fatal.
+        signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
         try:
-            self.proc = subprocess.Popen(self.argv + self.extra, pass_fds=self.pass_fds)
+            argv = self.argv + self.extra + self.live_args
+            self.proc = subprocess.Popen(argv, pass_fds=self.pass_fds)
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
         self.started = time.monotonic()
 
 
@@ -91,9 +100,14 @@ def check_layout(wal_dir: str, shards: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, config: Config, listen_fd: int | None = None) -> None:
-        """`listen_fd`: the listening socket the CLI bound before the exec (else bound here)."""
+    def __init__(
+        self, config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
+    ) -> None:
+        """`listen_fd`: the listening socket the CLI bound before the exec (else bound here).
+        `reload`: how to read the config again on SIGHUP (config_file, overrides, flags)."""
         self.config = config
+        self.reload = reload
+        self.reload_requested = False
         if listen_fd is None:
             self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         else:
@@ -189,7 +203,7 @@ class Supervisor:
                 if acceptor.proc is not None:
                     acceptor.proc.send_signal(signal.SIGUSR1)
         elif signum == signal.SIGHUP:
-            log.warning("SIGHUP: configuration reload is not supported yet; ignored")
+            self.reload_requested = True  # the main loop reloads: not inside a handler
 
     def run(self) -> int:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
@@ -211,10 +225,50 @@ class Supervisor:
             )
             while not self.stopping:
                 time.sleep(CHECK_PERIOD_S)
+                if self.reload_requested:
+                    self.reload_requested = False
+                    self.reload_config()
                 self.restart_dead()
         finally:
             self.stop()
         return 0
+
+    def reload_config(self) -> None:
+        """SIGHUP: read the config file again (the flags still win); apply what a running
+        server can change (`live.Live`: logging, limits, allow), log each change, and
+        refuse with one line each what needs a restart."""
+        if self.reload is None:
+            log.warning("SIGHUP: started without the CLI, no config file to read again")
+            return
+        path = self.reload["config_file"]
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConfigWarning)
+                new = read_config(
+                    Path(path) if path else None, self.reload["overrides"], self.reload["flags"]
+                )
+        except ConfigError as e:
+            log.error("SIGHUP: %s; nothing changed", e)
+            return
+        for w in caught:
+            log.warning("SIGHUP: %s", w.message)
+        applied, refused = live.changes(self.config, new)
+        for key, before, after in refused:
+            log.warning("SIGHUP: %s needs a restart to change (%r -> %r); kept", key, before, after)
+        if not applied:
+            log.warning("SIGHUP: nothing to change")
+            return
+        for key, before, after in applied:
+            log.warning("SIGHUP: %s %r -> %r", key, before, after)
+        fields = {name: getattr(new, name) for name in live.Live._fields}
+        self.config = dataclasses.replace(self.config, **fields)
+        settings = live.of(self.config)
+        setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
+        live.write(self.run_dir, settings)
+        for child in self.children:
+            child.live_args = live.argv(settings, acceptor=child in self.acceptors)
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGHUP)
 
     def wait_ready(self) -> bool:
         """Wait until every serving process reaches every process, so "listening" means
@@ -257,10 +311,10 @@ class Supervisor:
         deadline = time.monotonic() + STOP_GRACE_S
         rest = [c for c in self.children if c not in self.acceptors]
         for group in (self.acceptors, rest):
-            live = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
-            for proc in live:
+            running = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
+            for proc in running:
                 proc.send_signal(signal.SIGTERM)
-            for proc in live:
+            for proc in running:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
@@ -275,12 +329,14 @@ class Supervisor:
                     os.unlink(os.path.join(self.run_dir, name))
 
 
-def serve(config: Config, listen_fd: int | None = None) -> int:
+def serve(
+    config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
+) -> int:
     setup_logging("supervisor", config.verbose, config.log_level, config.log_format)
     log.info("config: %s", config.source)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
     try:
-        supervisor = Supervisor(config, listen_fd)
+        supervisor = Supervisor(config, listen_fd, reload)
     except (LayoutError, StartupError) as e:
         log.error("%s", e)
         return 2
@@ -290,21 +346,26 @@ def serve(config: Config, listen_fd: int | None = None) -> int:
     return supervisor.run()
 
 
-def exec_supervisor(config: Config, listener: socket.socket) -> NoReturn:
+def exec_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> NoReturn:
     """Become the supervisor: the same process (same pid, so signals and service managers
     see no difference), re-executed without the CLI's libraries, which would otherwise stay
     resident for the server's whole life (≈ 18 MiB of RSS, measured). `listener` (bound by
-    the CLI, inheritable) crosses the exec by its descriptor number."""
+    the CLI, inheritable) crosses the exec by its descriptor number; `reload` says how to
+    read the config again on SIGHUP."""
     sys.stdout.flush()
     sys.stderr.flush()
     # Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
     # run dir: they wait, blocked (a blocked signal stays pending across exec), until then.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     config_json = json.dumps(dataclasses.asdict(config))
-    argv = python_m("shardq.processes.supervisor", config_json, str(listener.fileno()))
+    fd = str(listener.fileno())
+    argv = python_m("shardq.processes.supervisor", config_json, fd, json.dumps(reload))
     os.execv(sys.executable, argv)
 
 
 if __name__ == "__main__":
     fd = int(sys.argv[2]) if len(sys.argv) > 2 else None
-    sys.exit(serve(Config(**json.loads(sys.argv[1])), fd))
+    how = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+    fields = json.loads(sys.argv[1])
+    fields["allow"] = tuple(fields["allow"])  # a JSON list
+    sys.exit(serve(Config(**fields), fd, how))

@@ -235,7 +235,7 @@ def test_unit_has_the_service_options_and_hardening() -> None:
     assert "@system-service" in options["SystemCallFilter"]
     # systemd sends SIGKILL after TimeoutStopSec: the supervisor's grace fits, with room
     assert float(one(options, "TimeoutStopSec")) > 2 * STOP_GRACE_S
-    # ExecReload stays (reload is not implemented yet: the server logs and ignores SIGHUP)
+    # ExecReload: SIGHUP reads the config file again (tests/integration/test_reload.py)
     assert one(options, "ExecReload") == "/bin/kill -HUP $MAINPID"
 
 

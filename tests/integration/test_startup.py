@@ -25,9 +25,10 @@ from shardq.bench.procs import (
     terminate,
     wait_listening,
 )
+from shardq.config import DEFAULT_CONFIG
 from shardq.processes.spawn import SAFE_PATH
 from shardq.processes.startup import LAYOUT_FILE
-from shardq.start import DEFAULT_CONFIG, EXIT_CONFIG
+from shardq.start import EXIT_CONFIG
 
 #: Seconds to wait for the listening line, and for a refused start to exit.
 START_TIMEOUT = 20.0

@@ -41,7 +41,7 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
-from shardq.processes import lifeline
+from shardq.processes import lifeline, live
 from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.listener import Network, parse_networks
@@ -298,6 +298,14 @@ class Acceptor:
         if inbox is not None:  # after the clients: a close they sent is seen before
             self.adopt(inbox)  # the commands of a connection that arrived with it
 
+    def take_limits(self, settings: live.Live) -> None:
+        """New limits from a SIGHUP: they hold for what comes next (a connection already
+        in is not closed for a lower max_connections)."""
+        self.max_connections = settings.max_connections
+        self.conn_limit = -(-settings.max_connections // self.serving)
+        self.max_output = settings.max_output_bytes
+        self.allow = parse_networks(settings.allow)
+
     def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
         """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
         client that waits for each answer sends its next command within tens of µs;
@@ -407,6 +415,7 @@ def main(
     )
     acceptor.spin_s = poll_us / 1e6
     acceptor.allow = parse_networks(allow)
+    live.on_change(acceptor.take_limits)
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
 
