@@ -119,9 +119,12 @@ def fake_supervisor(monkeypatch):
     seen: list[Config] = []
     module = types.ModuleType("shardq.processes.supervisor")
 
-    def exec_supervisor(config: Config, listener: socket.socket) -> None:
+    def exec_supervisor(config: Config, listener: socket.socket, reload: dict) -> None:
         seen.append(config)
         listener.close()
+        # what a SIGHUP reads again: the same file, and the same flags winning over it
+        assert reload["config_file"] == (config.source if config.source.endswith("yaml") else None)
+        assert set(reload["overrides"]) <= set(reload["flags"])
 
     module.exec_supervisor = exec_supervisor  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "shardq.processes.supervisor", module)
