@@ -166,6 +166,19 @@ def serve(
         str | None,
         typer.Option("--log-format", metavar="FORMAT", help="text or json [text]."),
     ] = None,
+    tls_cert: Annotated[
+        str | None,
+        typer.Option("--tls-cert", metavar="PEM", help="TLS certificate (chain) [no TLS]."),
+    ] = None,
+    tls_key: Annotated[
+        str | None, typer.Option("--tls-key", metavar="PEM", help="TLS private key.")
+    ] = None,
+    tls_client_ca: Annotated[
+        str | None,
+        typer.Option(
+            "--tls-client-ca", metavar="PEM", help="Require client certificates it signed."
+        ),
+    ] = None,
     allow: Annotated[
         list[str] | None,
         typer.Option(
@@ -204,6 +217,9 @@ def serve(
         "max_connections": max_connections,
         "max_output_bytes": max_output_bytes,
         "allow": allow or None,
+        "tls_cert": tls_cert,
+        "tls_key": tls_key,
+        "tls_client_ca": tls_client_ca,
         "log_level": log_level,
         "log_format": log_format,
     }

@@ -39,6 +39,10 @@ YAML layout::
     log:
       level: null          # debug | info | warning | error; null -> from -V (warning, info, debug)
       format: text         # text (one line) | json (one object a line)
+    tls:
+      cert: null           # PEM certificate (chain); with key: TLS on the beanstalk port
+      key: null            # PEM private key
+      client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
 """
 
@@ -112,6 +116,9 @@ class Config:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
     log_level: str | None = None  # --log-level; debug|info|warning|error; None: from -V
     log_format: str = "text"  # --log-format; text (one line) or json (one object a line)
+    tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on the beanstalk port
+    tls_key: str | None = None  # --tls-key PEM
+    tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
@@ -288,11 +295,14 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "max_connections": ("limits.max_connections", _count),
     "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
     "allow": ("allow", _networks),
+    "tls_cert": ("tls.cert", _path),
+    "tls_key": ("tls.key", _path),
+    "tls_client_ca": ("tls.client_ca", _path),
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits", "log")
+SECTIONS = ("wal", "events", "limits", "log", "tls")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

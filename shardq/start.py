@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import ssl
 import sys
 import warnings
 from pathlib import Path
@@ -27,7 +28,7 @@ from shardq.config import (
     ConfigWarning,
     read_config,
 )
-from shardq.processes.listener import bind_listener, describe
+from shardq.processes.listener import bind_listener, describe, tls_context
 from shardq.processes.startup import (
     LOCK_FILE,
     StartupError,
@@ -62,6 +63,9 @@ FLAGS = {
     "max_connections": "--max-connections",
     "max_output_bytes": "--max-output-bytes",
     "allow": "--allow",
+    "tls_cert": "--tls-cert",
+    "tls_key": "--tls-key",
+    "tls_client_ca": "--tls-client-ca",
     "log_level": "--log-level",
     "log_format": "--log-format",
 }
@@ -116,6 +120,7 @@ def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
     )
     try:
         check_start([], wal)
+        check_tls(config, overrides)
         if config.run_dir is not None:
             make_private(setting_name("run_dir", overrides, config), config.run_dir)
         return bind_listener(config.listen, config.port)
@@ -129,6 +134,38 @@ def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
             with contextlib.suppress(OSError):
                 os.rmdir(path)
         raise
+
+
+def check_tls(config: Config, overrides: dict[str, Any]) -> None:
+    """TLS settings that work, or one line naming the key: cert and key go together, and
+    each file must load (the serving processes load them again)."""
+    cert, key, ca = config.tls_cert, config.tls_key, config.tls_client_ca
+    if cert is None and key is None:
+        if ca is not None:
+            name = setting_name("tls_client_ca", overrides, config)
+            raise ConfigError(name, "needs tls.cert and tls.key")
+        return
+    if cert is None or key is None:
+        missing = "tls_cert" if cert is None else "tls_key"
+        given = "tls_key" if cert is None else "tls_cert"
+        raise ConfigError(
+            setting_name(given, overrides, config), f"needs {FIELDS[missing][0]} as well"
+        )
+    try:
+        tls_context(cert, key, None)
+    except (OSError, ssl.SSLError) as e:
+        reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
+        raise ConfigError(
+            setting_name("tls_cert", overrides, config), f"cannot load {cert} / {key}: {reason}"
+        ) from None
+    if ca is not None:
+        try:
+            tls_context(cert, key, ca)
+        except (OSError, ssl.SSLError) as e:
+            reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
+            raise ConfigError(
+                setting_name("tls_client_ca", overrides, config), f"cannot load {ca}: {reason}"
+            ) from None
 
 
 def start_server(

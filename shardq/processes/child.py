@@ -136,6 +136,9 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--max-connections", type=int, default=0, help="0: no limit")
     acceptor.add_argument("--max-output-bytes", type=int, default=4 << 20)
     acceptor.add_argument("--allow", default="", help="networks, comma-separated; '': any")
+    acceptor.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
+    acceptor.add_argument("--tls-key", default=None, help="PEM private key")
+    acceptor.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
@@ -183,6 +186,11 @@ def run_acceptor(args: argparse.Namespace) -> None:
     from shardq.processes.acceptor import main as acceptor_main
     from shardq.processes.shard import open_core
 
+    tls = None
+    if args.tls_cert:
+        from shardq.processes.listener import tls_context
+
+        tls = tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     hosted = None
     if args.host is not None:
         hosted = open_core(args.host, args.shards, args.events_dir, args.server_id, wal_args(args))
@@ -200,6 +208,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
         args.max_connections,
         args.max_output_bytes,
         tuple(n for n in args.allow.split(",") if n),
+        tls,
     )
 
 

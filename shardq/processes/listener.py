@@ -10,6 +10,7 @@ import errno
 import ipaddress
 import os
 import socket
+import ssl
 import stat
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -110,3 +111,16 @@ def allowed(networks: tuple[Network, ...], sock: socket.socket) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return any(address in network for network in networks)
+
+
+def tls_context(cert: str, key: str, client_ca: str | None) -> ssl.SSLContext:
+    """The server side of TLS on the beanstalk port: `cert` (PEM, the chain) and `key`;
+    with `client_ca`, clients must show a certificate that it signed (mutual TLS).
+    OSError or ssl.SSLError when a file is missing or not what it should be."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    if client_ca:
+        context.load_verify_locations(cafile=client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context

@@ -187,6 +187,9 @@ class Supervisor:
             max_connections=self.config.max_connections,  # each takes ceil(N / serving)
             max_output_bytes=self.config.max_output_bytes,
             allow=",".join(self.config.allow),
+            tls_cert=self.config.tls_cert,
+            tls_key=self.config.tls_key,
+            tls_client_ca=self.config.tls_client_ca,
             ready_fd=ready_fd,
             host=hosted,
             **self.common_options(),

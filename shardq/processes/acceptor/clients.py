@@ -7,6 +7,7 @@ import errno
 import logging
 import selectors
 import socket
+import ssl
 import time
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
+from shardq.processes.acceptor.handoff import MAX_MOVES
 from shardq.processes.listener import allowed
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -74,7 +76,7 @@ def write(self: Acceptor, conn: Conn) -> None:
         return
     try:
         sent = conn.sock.send(conn.out)
-    except BlockingIOError:
+    except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
         sent = 0
     except OSError:
         self.close(conn)
@@ -154,7 +156,12 @@ def accept(self: Acceptor) -> None:
         sock.setblocking(False)
         if sock.family != socket.AF_UNIX:  # `-l unix:PATH`
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         conn = Conn(self.next_conn, sock, self.max_job_size)
+        if self.tls is not None:
+            conn.handshaking = True  # done in read(), as the client's messages come
+            conn.moves = MAX_MOVES  # TLS state cannot be handed to another process
         self.next_conn += MAX_SERVING
         self.total_connections += 1
         self.conns[conn.id] = conn
@@ -187,9 +194,11 @@ def resume_accepting(self: Acceptor) -> None:
 def read(self: Acceptor, conn: Conn) -> None:
     """Read what the client sent into the one reused buffer (sock.recv(n) would allocate n
     bytes each call: with a large n, an mmap and munmap per read) and run its commands."""
+    if conn.handshaking and not self.handshake(conn):
+        return
     try:
         n = conn.sock.recv_into(self.rbuf)
-    except (BlockingIOError, InterruptedError):
+    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
         return
     except OSError:
         self.close(conn)
@@ -205,7 +214,42 @@ def read(self: Acceptor, conn: Conn) -> None:
             self.finish(conn)
         return
     conn.parser.feed(self.rview[:n])
+    if self.tls is not None:  # TLS may hold decrypted bytes that epoll cannot see
+        self.read_pending(conn)
     self.pump(conn)
+
+
+def handshake(self: Acceptor, conn: Conn) -> bool:
+    """Go on with a TLS handshake; True once it is done (the client may have sent commands
+    with its last handshake message: read them at once). A failed one (no or a wrong
+    client certificate, not TLS at all) closes the connection, logged at DEBUG."""
+    try:
+        conn.sock.do_handshake()  # type: ignore[attr-defined]
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return False
+    except (ssl.SSLError, OSError) as e:
+        self.tls_failed += 1
+        log.debug("connection %d: TLS handshake failed: %s", conn.id, e)
+        self.close(conn)
+        return False
+    conn.handshaking = False
+    return True
+
+
+def read_pending(self: Acceptor, conn: Conn) -> None:
+    """Feed what the TLS layer has decrypted but not handed over yet."""
+    sock = conn.sock
+    while conn.phase is not CLOSED and sock.pending():  # type: ignore[attr-defined]
+        try:
+            n = sock.recv_into(self.rbuf)
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return
+        except OSError:
+            self.close(conn)
+            return
+        if not n:
+            return
+        conn.parser.feed(self.rview[:n])
 
 
 def pump(self: Acceptor, conn: Conn) -> None:

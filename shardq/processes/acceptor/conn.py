@@ -78,11 +78,13 @@ class Conn:
         "pumping",
         "away",
         "moves",
+        "handshaking",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
         self.id = conn_id
         self.sock = sock
+        self.handshaking = False  # a TLS connection whose handshake is not done yet
         self.parser = proto.Parser(max_job_size)
         self.out = bytearray()
         self.use = "default"

@@ -30,6 +30,7 @@ import resource
 import selectors
 import signal
 import socket
+import ssl
 import struct
 import sys
 import time
@@ -98,6 +99,8 @@ class Acceptor:
     pause_accepting = clients.pause_accepting
     resume_accepting = clients.resume_accepting
     read = clients.read
+    handshake = clients.handshake
+    read_pending = clients.read_pending
     pump = clients.pump
     close = clients.close
     interest = clients.interest
@@ -217,6 +220,8 @@ class Acceptor:
         self.connections_refused = 0
         self.allow: tuple[Network, ...] = ()  # limits: TCP peers only from these; () = any
         self.connections_denied = 0
+        self.tls: ssl.SSLContext | None = None  # TLS on the beanstalk port (tls.cert, tls.key)
+        self.tls_failed = 0
         self.max_output = max_output_bytes
         self.output_closed = 0
         self.max_input = max(clients.INPUT_BYTES, max_job_size + 1024)  # + a put line
@@ -399,6 +404,7 @@ def main(
     max_connections: int = 0,
     max_output_bytes: int = 4 << 20,
     allow: tuple[str, ...] = (),
+    tls: ssl.SSLContext | None = None,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -415,6 +421,7 @@ def main(
     )
     acceptor.spin_s = poll_us / 1e6
     acceptor.allow = parse_networks(allow)
+    acceptor.tls = tls
     live.on_change(acceptor.take_limits)
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
