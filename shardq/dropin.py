@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from shardq import __version__
-from shardq.processes.spawn import pin_import_root
 from shardq.start import EXIT_OK, FLAGS, start_server
 
 EXIT_USAGE = 5  #: beanstalkd's status for an unknown flag or a stray argument
@@ -88,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides[LONG_FIELDS[opt]] = value
         else:
             overrides[SHORT_FIELDS[opt[1]]] = value
-    pin_import_root()  # the processes it starts import this same shardq
-    return start_server(config_file, overrides, no_fsync=no_fsync, ignored=ignored)
+    return start_server(config_file, overrides, no_fsync, ignored, in_process=True)
 
 
 if __name__ == "__main__":

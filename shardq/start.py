@@ -173,10 +173,13 @@ def start_server(
     overrides: dict[str, Any],
     no_fsync: bool = False,
     ignored: list[str] | None = None,
+    in_process: bool = False,
 ) -> int:
     """Build the config from `config_file` and the flags' `overrides`, check, lock, bind, and
-    exec into the supervisor (never returns then). Returns the exit status on refusal.
-    `no_fsync`: -F (never fsync); `ignored`: flags given that beanstalkd 1.12 ignores."""
+    exec into the supervisor (never returns then), or with `in_process` (a caller that
+    loaded no CLI library) become the supervisor without the exec and return its status.
+    Returns the exit status on refusal. `no_fsync`: -F (never fsync); `ignored`: flags
+    given that beanstalkd 1.12 ignores."""
     try:
         if no_fsync:
             if "fsync_ms" in overrides:
@@ -193,7 +196,13 @@ def start_server(
     for flag in ignored or ():
         say(f"warning: {flag} is ignored: the log is always compacted")
 
-    from shardq.processes.supervisor import exec_supervisor  # lazy: config errors need no server
+    from shardq.processes.supervisor import exec_supervisor, run_supervisor  # lazy: see above
 
-    reload = {"config_file": None if config_file is None else str(config_file)}
-    exec_supervisor(config, listener, {**reload, "overrides": overrides, "flags": FLAGS})
+    reload = {
+        "config_file": None if config_file is None else str(config_file),
+        "overrides": overrides,
+        "flags": FLAGS,
+    }
+    if in_process:
+        return run_supervisor(config, listener, reload)
+    exec_supervisor(config, listener, reload)

@@ -22,7 +22,7 @@ import threading
 import time
 from typing import IO
 
-from shardq.processes.child import role_of
+from shardq.processes.child import role_of_pid
 from shardq.processes.supervisor import LISTENING
 
 #: ``shardq listening on HOST:PORT`` (`supervisor.LISTENING`), then an optional line end.
@@ -208,7 +208,7 @@ def is_listening(port: int) -> bool:
 
 def child_role(pid: int) -> str | None:
     """'coordinator', 'acceptor' or 'shard <i>' for a shardq child process, else None."""
-    return role_of(cmdline(pid))
+    return role_of_pid(pid)
 
 
 def role_pids(server_pid: int) -> dict[str, int]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from shardq.bench.procs import cmdline, free_port, is_alive, kill_pids, stat_fields, terminate, tree
-from shardq.processes.child import MODULE as CHILD_MODULE
+from shardq.processes.child import role_of_pid
 from shardq.processes.spawn import python_m
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -35,13 +35,14 @@ def command_argv(template: str, port: int) -> list[str]:
 
 def role(pid: int) -> str:
     """A short name: the shardq child role (acceptor, shard, coordinator) or the program."""
+    child = role_of_pid(pid)
+    if child is not None:
+        return child.split()[0]
     args = cmdline(pid)
     if not args:
         return "?"
-    if CHILD_MODULE in args:
-        i = args.index(CHILD_MODULE)
-        return args[i + 1] if i + 1 < len(args) else "child"
-    if "shardq.processes.supervisor" in args or "serve" in args:
+    shardqd = any(Path(a).name == "shardqd" for a in args[:2])  # run as a script
+    if "shardq.processes.supervisor" in args or "serve" in args or shardqd:
         return "supervisor"
     if "shardq.bench.stub" in args:
         return "stub"

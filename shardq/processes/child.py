@@ -1,18 +1,20 @@
-"""Entry point of the supervised processes: ``python -m shardq.processes.child ROLE ...``.
+"""The supervised processes' entry: `run_and_exit` with a role's arguments, in a process
+the supervisor forked (`shardq.processes.forked`), or by hand as
+``python -m shardq.processes.child ROLE ...``.
 
-The supervisor builds every child's command line with `child_argv` and the child reads it
+The supervisor builds every child's arguments with `child_argv` and the child reads them
 back with `parse` (argparse, named options), so the two cannot drift apart::
 
-    ... child coordinator --run-dir=D --state-dir=S --shards=N --segment-bytes=B
-    ... child shard INDEX --run-dir=D --shards=N --server-id=X [--events-dir=E]
-                          [--wal-dir=W --segment-bytes=B --fsync-ms=MS]
-    ... child acceptor --listen-fd=FD --run-dir=D --shards=N --max-job-size=Z
-                       [--index=I --serving=N] [--ready-fd=FD] [--draining]
-                       [--host=INDEX SHARD-OPTIONS]
+    coordinator --run-dir=D --state-dir=S --shards=N --segment-bytes=B
+    shard INDEX --run-dir=D --shards=N --server-id=X [--events-dir=E]
+                [--wal-dir=W --segment-bytes=B --fsync-ms=MS]
+    acceptor --listen-fd=FD --run-dir=D --shards=N --max-job-size=Z
+             [--index=I --serving=N] [--ready-fd=FD] [--draining]
+             [--host=INDEX SHARD-OPTIONS]
 
 Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`).
-The role is the first word after the module and a shard's index the second: `role_of`
-reads them back from a command line (the tests and tools find processes that way).
+A child is named after its role label (``/proc/PID/comm``: "sq shard 1"); `role_of_pid`
+reads it back (the tests and tools find processes that way).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import importlib
 import logging
 import os
 import resource
@@ -30,11 +33,16 @@ from collections.abc import Callable, Sequence
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
 from shardq.processes import live
-from shardq.processes.spawn import python_m
+from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
 ROLES = ("coordinator", "shard", "acceptor")
+ROLE_MODULES = (
+    "shardq.processes.coordinator",
+    "shardq.processes.shard",
+    "shardq.processes.acceptor",
+)
 PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger(__name__)
@@ -68,11 +76,11 @@ def tune_gc() -> None:
 
 
 def child_argv(role: str, *positional: object, **options: object) -> list[str]:
-    """The command line of a child: ``python -P -m shardq.processes.child ROLE POSITIONAL...``
-    then ``--name=value`` for each option (``_`` becomes ``-``); an option that is None or
-    False is left out, one that is True is a bare flag. ``=`` keeps a value that starts
+    """The arguments of a child: ``ROLE POSITIONAL...`` then ``--name=value`` for each
+    option (``_`` becomes ``-``); an option that is None or False is left out, one that is
+    True is a bare flag. ``=`` keeps a value that starts
     with ``-`` a value."""
-    argv = python_m(MODULE, role, *map(str, positional))
+    argv = [role, *map(str, positional)]
     for name, value in options.items():
         if value is None or value is False:
             continue
@@ -81,22 +89,20 @@ def child_argv(role: str, *positional: object, **options: object) -> list[str]:
     return argv
 
 
-def role_of(cmdline: Sequence[str]) -> str | None:
+def role_of_pid(pid: int) -> str | None:
     """'coordinator', 'acceptor' (or 'acceptor <i>' with several serving processes) or
-    'shard <i>' from a child's command line; None for any other process."""
-    args = list(cmdline)
-    if MODULE not in args:
+    'shard <i>' for a live child of a shardq server; None for any other process."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return label_of_comm(f.read().rstrip("\n"))
+    except OSError:
         return None
-    rest = args[args.index(MODULE) + 1 :]
-    if not rest or rest[0] not in ROLES:
-        return None
-    if rest[0] == "shard":
-        return f"shard {rest[1]}" if len(rest) > 1 else None
-    if rest[0] == "acceptor":
-        options = dict(a[2:].split("=", 1) for a in rest if a.startswith("--") and "=" in a)
-        if int(options.get("serving", 1)) > 1:
-            return f"acceptor {options.get('index', 0)}"
-    return rest[0]
+
+
+def preload() -> None:
+    """Import what every role runs, so a forked child starts with it imported."""
+    for module in ROLE_MODULES:
+        importlib.import_module(module)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:

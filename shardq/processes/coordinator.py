@@ -28,6 +28,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
 from shardq.processes import lifeline
 from shardq.processes import shard_ops as ops
+from shardq.processes.zmqctx import context
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, LIMIT_KEYS, STATS_KEYS
 
@@ -90,7 +91,7 @@ class BlockTable:
 
 class Coordinator:
     def __init__(self, run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
-        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.ctx = context()
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
         self.front.bind(f"ipc://{run_dir}/coordinator")

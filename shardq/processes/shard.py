@@ -30,6 +30,7 @@ from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.processes import lifeline
 from shardq.processes import shard_ops as ops
 from shardq.processes.shard_ops import HANDLERS
+from shardq.processes.zmqctx import context
 from shardq.protocol import proto
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
@@ -210,7 +211,7 @@ class ShardServer:
 
     def __init__(self, core: ShardCore, endpoint: str) -> None:
         self.core = core
-        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.ctx = context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
         self.sock.bind(endpoint)

@@ -15,6 +15,7 @@ to every child (``--verbose``), so `-V` reaches every process. Its one line on s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -22,7 +23,6 @@ import select
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +34,8 @@ from typing import Any, NoReturn
 from shardq.config import Config, ConfigError, ConfigWarning, read_config
 from shardq.log import setup as setup_logging
 from shardq.processes import live
-from shardq.processes.child import child_argv
+from shardq.processes.child import child_argv, preload, run_and_exit
+from shardq.processes.forked import Forked, TimeoutExpired, fork_child
 from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
 from shardq.processes.spawn import python_m
 from shardq.processes.startup import StartupError, become, find_user
@@ -60,7 +61,7 @@ class Child:
     name: str
     argv: list[str]
     pass_fds: tuple[int, ...] = ()
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Forked | None = None
     started: float = 0.0
     quick_restarts: int = 0
     extra: list[str] = field(default_factory=list)
@@ -72,7 +73,7 @@ class Child:
         signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
         try:
             argv = self.argv + self.extra + self.live_args
-            self.proc = subprocess.Popen(argv, pass_fds=self.pass_fds)
+            self.proc = fork_child(self.name, self.pass_fds, functools.partial(run_and_exit, argv))
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
         self.started = time.monotonic()
@@ -123,6 +124,7 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
+        preload()  # once here, not in every child: they are forked with it imported
         coordinator = child_argv(
             "coordinator",
             state_dir=self.state_dir,
@@ -320,7 +322,7 @@ class Supervisor:
             for proc in running:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
+                except TimeoutExpired:
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)
@@ -349,6 +351,18 @@ def serve(
     return supervisor.run()
 
 
+def hold_stop_signals() -> None:
+    """Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
+    run dir: they wait, blocked (a blocked signal stays pending across exec), until then."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def run_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> int:
+    """Become the supervisor in this process (one that loaded no CLI library: `shardqd`)."""
+    hold_stop_signals()
+    return serve(config, listener.detach(), reload)
+
+
 def exec_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> NoReturn:
     """Become the supervisor: the same process (same pid, so signals and service managers
     see no difference), re-executed without the CLI's libraries, which would otherwise stay
@@ -357,9 +371,7 @@ def exec_supervisor(config: Config, listener: socket.socket, reload: dict[str, A
     read the config again on SIGHUP."""
     sys.stdout.flush()
     sys.stderr.flush()
-    # Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
-    # run dir: they wait, blocked (a blocked signal stays pending across exec), until then.
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     config_json = json.dumps(dataclasses.asdict(config))
     fd = str(listener.fileno())
     argv = python_m("shardq.processes.supervisor", config_json, fd, json.dumps(reload))

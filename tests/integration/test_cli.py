@@ -126,7 +126,11 @@ def fake_supervisor(monkeypatch):
         assert reload["config_file"] == (config.source if config.source.endswith("yaml") else None)
         assert set(reload["overrides"]) <= set(reload["flags"])
 
+    def run_supervisor(config: Config, listener: socket.socket, reload: dict) -> int:
+        raise AssertionError("shardq serve must exec into the supervisor, not run it in process")
+
     module.exec_supervisor = exec_supervisor  # type: ignore[attr-defined]
+    module.run_supervisor = run_supervisor  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "shardq.processes.supervisor", module)
     return seen
 

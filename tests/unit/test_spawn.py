@@ -1,4 +1,5 @@
-"""Every Python process shardq starts runs with -P, and imports the same shardq as its parent."""
+"""Every Python process shardq executes runs with -P and imports the same shardq as its parent;
+children are forked, and read back the arguments `child_argv` gives them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from shardq.bench.limits import stub_command
 from shardq.bench.servers import command_argv
-from shardq.processes.child import child_argv, role_of
+from shardq.processes.child import child_argv, parse
 from shardq.processes.spawn import SAFE_PATH, import_root, pin_import_root, python_m
 
 
@@ -19,10 +20,9 @@ def test_python_m_drops_the_working_directory() -> None:
     assert SAFE_PATH == "-P"
 
 
-def test_children_and_bench_servers_start_with_safe_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    argv = child_argv("shard", 1, run_dir="/r")
-    assert argv[1:3] == ["-P", "-m"]
-    assert role_of(argv) == "shard 1"
+def test_child_arguments_and_bench_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = parse(child_argv("shard", 1, run_dir="/r", shards=2, server_id="-x"))
+    assert (args.role, args.index, args.run_dir, args.server_id) == ("shard", 1, "/r", "-x")
     assert " -P -m shardq.bench.stub " in stub_command()
     monkeypatch.setattr("shardq.bench.servers.shutil.which", lambda _name: None)
     assert command_argv("shardq serve -p {port}", 7)[1:] == [

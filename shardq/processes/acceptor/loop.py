@@ -48,6 +48,7 @@ from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, Cro
 from shardq.processes.listener import Network, parse_networks
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.processes.shard_ops import COUNTS
+from shardq.processes.zmqctx import context
 from shardq.protocol.stats_keys import CMD_KEYS
 
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
@@ -156,7 +157,7 @@ class Acceptor:
         self.listener.setblocking(False)
         self.shard_count = shards
         self.max_job_size = max_job_size
-        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}
         endpoints = {i: f"ipc://{run_dir}/shard-{i}" for i in range(shards)}
         endpoints[COORDINATOR] = f"ipc://{run_dir}/coordinator"
