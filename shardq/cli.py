@@ -156,6 +156,22 @@ def serve(
             help="Close a connection with more unwritten replies [4194304].",
         ),
     ] = None,
+    max_jobs: Annotated[
+        str | None,
+        typer.Option(
+            "--max-jobs",
+            metavar="N",
+            help="Past N jobs in the server, put answers OUT_OF_MEMORY; 0 = no limit [0].",
+        ),
+    ] = None,
+    max_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--max-memory",
+            metavar="SIZE",
+            help="Past SIZE (512M, 2G) of jobs, put answers OUT_OF_MEMORY; 0 = no limit [0].",
+        ),
+    ] = None,
     log_level: Annotated[
         str | None,
         typer.Option(
@@ -216,6 +232,8 @@ def serve(
         "user": user,
         "max_connections": max_connections,
         "max_output_bytes": max_output_bytes,
+        "max_jobs": max_jobs,
+        "max_memory": max_memory,
         "allow": allow or None,
         "tls_cert": tls_cert,
         "tls_key": tls_key,

@@ -62,6 +62,8 @@ FLAGS = {
     "user": "-u",
     "max_connections": "--max-connections",
     "max_output_bytes": "--max-output-bytes",
+    "max_jobs": "--max-jobs",
+    "max_memory": "--max-memory",
     "allow": "--allow",
     "tls_cert": "--tls-cert",
     "tls_key": "--tls-key",

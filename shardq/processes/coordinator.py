@@ -26,7 +26,7 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
-from shardq.processes import lifeline
+from shardq.processes import lifeline, quota
 from shardq.processes import shard_ops as ops
 from shardq.processes.zmqctx import context
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
@@ -174,6 +174,8 @@ class Coordinator:
         stime += own.ru_stime
         uname = platform.uname()
         values = {**dict.fromkeys((*BINLOG_KEYS, *LIMIT_KEYS), 0), **counts, **acc}
+        if quota.inherited is not None:  # limits.max_jobs / max_memory, server-wide
+            values.update(quota.inherited.fields())
         values.update(
             {
                 "pid": os.getppid(),

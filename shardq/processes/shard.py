@@ -27,8 +27,10 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
-from shardq.processes import lifeline
+from shardq.engine.records import RECORD_OVERHEAD
+from shardq.processes import lifeline, quota
 from shardq.processes import shard_ops as ops
+from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.shard_ops import HANDLERS
 from shardq.processes.zmqctx import context
 from shardq.protocol import proto
@@ -64,6 +66,17 @@ class ShardCore:
         self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
         #: the hosting serving process's part of `stats`, added to COUNTS (None: not hosted)
         self.host_fields: Callable[[], dict[str, Any]] | None = None
+        #: limits.max_jobs / max_memory across the server (None: neither is set)
+        self.quota = quota.inherited
+        self.settle_quota()  # what this shard holds now: recovered, or nothing
+
+    def settle_quota(self) -> None:
+        """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""
+        if self.quota is not None:
+            engine = self.engine
+            jobs = len(engine.jobs)
+            held = engine.live_bytes + jobs * (JOB_OVERHEAD_BYTES - RECORD_OVERHEAD)
+            self.quota.settle(self.index, jobs, held)
 
     def recover(self, wal: Wal) -> None:
         """Rebuild the engine from the log before serving anything, then log from here on."""
@@ -109,25 +122,35 @@ class ShardCore:
         """A plain request/reply op from the hosting acceptor: its payload, with no rid or
         peer to carry (the acceptor's direct path, see Acceptor.call)."""
         try:
-            if op == ops.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
-                return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
+            if op == ops.PUT and not self.admit(len(args[6])):
+                return [proto.OUT_OF_MEMORY]  # not taken
             payload = HANDLERS[op](self.engine, conn, args, now)
         except Exception as e:  # one bad request must not take the shard down
             return self.failed(op, 0, e)
         assert payload is not None, op  # only ops with a reply come this way
         return payload
 
+    def admit(self, body_len: int) -> bool:
+        """May a put of a `body_len`-byte body be taken? There must be room to log it
+        (`Wal.admit`) and room under limits.max_jobs and max_memory (`quota.Quota.admit`);
+        False: it is answered OUT_OF_MEMORY."""
+        if self.wal is not None and not self.wal.admit(body_len):
+            return False
+        return self.quota is None or self.quota.admit(self.index, job_bytes(body_len))
+
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
-        """The payload for a request that raised: INTERNAL_ERROR to its client."""
+        """The payload for a request that raised: INTERNAL_ERROR to its client, or
+        OUT_OF_MEMORY when memory ran out (what beanstalkd answers then)."""
         log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
+        answer = proto.OUT_OF_MEMORY if isinstance(error, MemoryError) else proto.INTERNAL_ERROR
         if op in (ops.RESERVE, ops.RESERVE_JOB):
-            return [FINAL, proto.INTERNAL_ERROR]
-        return [proto.INTERNAL_ERROR, 0]
+            return [FINAL, answer]
+        return [answer, 0]
 
     def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
-        if op == ops.PUT and self.wal is not None and not self.wal.admit(len(args[6])):
-            return [proto.OUT_OF_MEMORY]  # no room to log it: not taken
+        if op == ops.PUT and not self.admit(len(args[6])):
+            return [proto.OUT_OF_MEMORY]  # not taken
         if op == ops.RESERVE:
             tubes, timeout_at, soon_at, offer = args
             payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
@@ -156,7 +179,10 @@ class ShardCore:
 
     def commit(self) -> None:
         """Group commit, before any reply of the turn leaves: this turn's log records in one
-        write, synced as the policy says; the turn's job events to the event log."""
+        write, synced as the policy says; the turn's job events to the event log; the room
+        the turn's deletes freed given back to the quota."""
+        if self.quota is not None:
+            self.settle_quota()
         wal = self.wal
         if wal is not None:
             records = self.engine.wal_out

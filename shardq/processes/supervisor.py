@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 from shardq.config import Config, ConfigError, ConfigWarning, read_config
 from shardq.log import setup as setup_logging
-from shardq.processes import live
+from shardq.processes import live, quota
 from shardq.processes.child import child_argv, preload, run_and_exit
 from shardq.processes.forked import Forked, TimeoutExpired, fork_child
 from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
@@ -125,6 +125,7 @@ class Supervisor:
         self.stopping = False
         self.draining = False
         preload()  # once here, not in every child: they are forked with it imported
+        quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = child_argv(
             "coordinator",
             state_dir=self.state_dir,
@@ -258,13 +259,19 @@ class Supervisor:
         for w in caught:
             log.warning("SIGHUP: %s", w.message)
         applied, refused = live.changes(self.config, new)
+        limits, refused = quota.reload(refused, new)
         for key, before, after in refused:
             log.warning("SIGHUP: %s needs a restart to change (%r -> %r); kept", key, before, after)
-        if not applied:
-            log.warning("SIGHUP: nothing to change")
-            return
-        for key, before, after in applied:
+        for key, before, after in applied + limits:
             log.warning("SIGHUP: %s %r -> %r", key, before, after)
+        if limits:
+            self.config = dataclasses.replace(
+                self.config, **{name: getattr(new, name) for name in quota.LIMIT_FIELDS}
+            )
+        if not applied:
+            if not limits:
+                log.warning("SIGHUP: nothing to change")
+            return
         fields = {name: getattr(new, name) for name in live.Live._fields}
         self.config = dataclasses.replace(self.config, **fields)
         settings = live.of(self.config)

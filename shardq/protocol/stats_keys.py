@@ -99,6 +99,11 @@ LIMIT_KEYS = (
     "limit-connections-denied",
     "limit-max-output-bytes",
     "limit-output-closed",
+    "limit-max-jobs",
+    "limit-max-memory",
+    "limit-jobs",
+    "limit-memory",
+    "limit-puts-refused",
 )
 
 #: `stats-tube` keys in order.

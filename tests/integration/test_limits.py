@@ -125,12 +125,17 @@ def test_connections_past_max_connections_are_closed_at_accept(
     assert values["limit-max-connections"] == "3"
     assert values["limit-connections-refused"] == "1"
     keys = list(values)
-    assert keys[-5:] == [
+    assert keys[-10:] == [
         "limit-max-connections",
         "limit-connections-refused",
         "limit-connections-denied",
         "limit-max-output-bytes",
         "limit-output-closed",
+        "limit-max-jobs",
+        "limit-max-memory",
+        "limit-jobs",
+        "limit-memory",
+        "limit-puts-refused",
     ], "shardq's keys must follow all of beanstalkd's"
     for sock in held:
         sock.close()

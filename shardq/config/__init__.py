@@ -36,6 +36,8 @@ YAML layout::
     limits:
       max_connections: 0   # 0 -> no limit; more are closed at accept (a share per serving process)
       max_output_bytes: 4194304  # a connection with more unwritten replies is closed
+      max_jobs: 0          # 0 -> no limit; past it, put answers OUT_OF_MEMORY (all shards together)
+      max_memory: 0        # 0 -> no limit; e.g. 512M, 2G: job bodies + 512 B a job, all shards
     log:
       level: null          # debug | info | warning | error; null -> from -V (warning, info, debug)
       format: text         # text (one line) | json (one object a line)
@@ -49,11 +51,8 @@ YAML layout::
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import os
 import platform
-import re
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,18 +60,34 @@ from typing import Any
 
 import yaml
 
-from shardq.log import FORMATS, LEVEL_NAMES
-from shardq.protocol.replies import YAML_STYLES
-
-#: Largest accepted max job size; beanstalkd clamps to this because body sizes are int32.
-JOB_SIZE_LIMIT_MAX = 1_073_741_824
-#: Upper bound for --shards: job ids and routing tables assume a small fixed shard count.
-MAX_SHARDS = 64
-MAX_POLL_US = 10_000  #: poll_us above this would only burn CPU
-#: Default bound on a connection's unwritten replies (limits.max_output_bytes): 4 MiB.
-DEFAULT_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
-#: Smallest limits.max_output_bytes: one reply of a largest job must fit.
-MIN_OUTPUT_BYTES = 65536
+from shardq.config.values import (  # noqa: F401  (re-exported)
+    DEFAULT_MAX_OUTPUT_BYTES,
+    JOB_SIZE_LIMIT_MAX,
+    MAX_POLL_US,
+    MAX_SHARDS,
+    MIN_MEMORY,
+    MIN_OUTPUT_BYTES,
+    SIZE_UNITS,
+    ConfigError,
+    ConfigWarning,
+    _bool,
+    _count,
+    _fsync,
+    _log_format,
+    _log_level,
+    _max_job_size,
+    _memory,
+    _networks,
+    _output_bytes,
+    _path,
+    _poll_us,
+    _port,
+    _positive,
+    _shards,
+    _stats_yaml,
+    _user,
+    _word,
+)
 
 
 def _default_serving() -> int:
@@ -114,6 +129,8 @@ class Config:
     user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
     max_connections: int = 0  # --max-connections N; 0 = no limit; more are closed at accept
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
+    max_jobs: int = 0  # --max-jobs N; 0 = no limit; past it put answers OUT_OF_MEMORY
+    max_memory: int = 0  # --max-memory SIZE (bytes); 0 = no limit; bodies + per-job overhead
     log_level: str | None = None  # --log-level; debug|info|warning|error; None: from -V
     log_format: str = "text"  # --log-format; text (one line) or json (one object a line)
     tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on the beanstalk port
@@ -123,153 +140,6 @@ class Config:
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
-
-
-class ConfigError(Exception):
-    """Raised when the config file or a flag is invalid; str() is one line naming the key."""
-
-    def __init__(self, where: str, problem: str) -> None:
-        self.where = where
-        self.problem = problem
-        super().__init__(f"{where}: {problem}")
-
-
-class ConfigWarning(UserWarning):
-    """Warned when a value is accepted but changed (e.g. max job size clamped)."""
-
-
-# --- value validators: (where, value, from_flag) -> normalised value -----------------------
-
-
-def _int(where: str, value: Any, lo: int, hi: int | None, from_flag: bool) -> int:
-    if from_flag and isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
-        value = int(value)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < lo
-        or (hi is not None and value > hi)
-    ):
-        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
-        raise ConfigError(where, f"must be an integer {bound}, got {value!r}")
-    return value
-
-
-def _word(where: str, value: Any, from_flag: bool = False) -> str:
-    """A non-empty string without whitespace (addresses, host names)."""
-    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-        raise ConfigError(where, f"must be a non-empty string without spaces, got {value!r}")
-    return value
-
-
-def _bool(where: str, value: Any, from_flag: bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise ConfigError(where, f"must be true or false, got {value!r}")
-
-
-def _path(where: str, value: Any, from_flag: bool = False) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or "\0" in value:
-        raise ConfigError(where, f"must be a directory path or null, got {value!r}")
-    return value
-
-
-def _user(where: str, value: Any, from_flag: bool = False) -> str | None:
-    """A user name (checked against the system's users at start-up), or null."""
-    return None if value is None else _word(where, value)
-
-
-def _fsync(where: str, value: Any, from_flag: bool) -> int | None:
-    """`always` -> 0, `never`/None -> None, `every <ms>` or <ms> -> ms."""
-    if value is None or value == "never":
-        return None
-    if value == "always":
-        return 0
-    if isinstance(value, str):
-        m = re.fullmatch(r"\s*(?:every\s+)?(\d+)\s*(?:ms)?\s*", value)
-        if m and (from_flag or value.strip().startswith("every")):
-            return int(m.group(1))
-    elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise ConfigError(
-        where, f"must be 'always', 'never', 'every <ms>' or milliseconds >= 0, got {value!r}"
-    )
-
-
-def _port(where: str, value: Any, from_flag: bool) -> int:
-    return _int(where, value, 0, 65535, from_flag)
-
-
-def _shards(where: str, value: Any, from_flag: bool) -> int:
-    return _int(where, value, 1, MAX_SHARDS, from_flag)
-
-
-def _count(where: str, value: Any, from_flag: bool) -> int:
-    """An integer >= 0 (the -V count)."""
-    return _int(where, value, 0, None, from_flag)
-
-
-def _networks(where: str, value: Any, from_flag: bool) -> tuple[str, ...]:
-    """A list of networks (``10.0.0.0/8``, ``::1``, a bare address is one host), or one."""
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)):
-        raise ConfigError(where, f"must be a list of networks like 10.0.0.0/8, got {value!r}")
-    networks = []
-    for item in items:
-        try:
-            networks.append(str(ipaddress.ip_network(str(item).strip(), strict=False)))
-        except ValueError:
-            raise ConfigError(where, f"{item!r} is not a network like 10.0.0.0/8") from None
-    return tuple(networks)
-
-
-def _positive(where: str, value: Any, from_flag: bool) -> int:
-    return _int(where, value, 1, None, from_flag)
-
-
-def _max_job_size(where: str, value: Any, from_flag: bool) -> int:
-    size = _int(where, value, 0, None, from_flag)
-    if size > JOB_SIZE_LIMIT_MAX:
-        warnings.warn(
-            f"{where}: maximum job size was set to {JOB_SIZE_LIMIT_MAX}",
-            ConfigWarning,
-            stacklevel=2,
-        )
-        size = JOB_SIZE_LIMIT_MAX
-    return size
-
-
-def _poll_us(where: str, value: Any, from_flag: bool) -> int:
-    """Microseconds of polling, 0 (off) to 10000."""
-    return _int(where, value, 0, MAX_POLL_US, from_flag)
-
-
-def _stats_yaml(where: str, value: Any, from_flag: bool) -> str:
-    """How stats string values are printed: plain (beanstalkd 1.12) or quoted (1.13)."""
-    if value not in YAML_STYLES:
-        raise ConfigError(where, f"must be one of {', '.join(YAML_STYLES)}, not {value!r}")
-    return str(value)
-
-
-def _choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ConfigError(where, f"must be one of {', '.join(choices)}, not {value!r}")
-    return str(value)
-
-
-def _log_level(where: str, value: Any, from_flag: bool) -> str | None:
-    return None if value is None else _choice(where, value, LEVEL_NAMES)
-
-
-def _log_format(where: str, value: Any, from_flag: bool) -> str:
-    return _choice(where, value, FORMATS)
-
-
-def _output_bytes(where: str, value: Any, from_flag: bool) -> int:
-    """Bytes of unwritten replies a connection may have, at least MIN_OUTPUT_BYTES."""
-    return _int(where, value, MIN_OUTPUT_BYTES, None, from_flag)
 
 
 Validator = Callable[[str, Any, bool], Any]
@@ -294,6 +164,8 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "user": ("user", _user),
     "max_connections": ("limits.max_connections", _count),
     "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
+    "max_jobs": ("limits.max_jobs", _count),
+    "max_memory": ("limits.max_memory", _memory),
     "allow": ("allow", _networks),
     "tls_cert": ("tls.cert", _path),
     "tls_key": ("tls.key", _path),
