@@ -28,7 +28,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
-from shardq.processes import lifeline, quota
+from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.shard_ops import HANDLERS
@@ -241,6 +241,15 @@ class ShardServer:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
         self.sock.bind(endpoint)
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+        self.wakeup = -1  # see `watch_signals`
+
+    def watch_signals(self) -> None:
+        """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
+        shard hosted in a serving process (whose loop polls its own pipe)."""
+        self.wakeup = wakeup.install()
+        self.poller.register(self.wakeup, zmq.POLLIN)
 
     def receive(self) -> list[tuple[bytes, list[Any]]]:
         """The batches the socket holds (a bounded number of messages), with their peers."""
@@ -274,7 +283,9 @@ class ShardServer:
     def turn(self, timeout_ms: int | None) -> None:
         core = self.core
         out: dict[bytes, list] = {}
-        if self.sock.poll(timeout_ms):
+        if self.poller.poll(timeout_ms):
+            if self.wakeup >= 0:
+                wakeup.drain(self.wakeup)
             now = time.monotonic_ns()
             core.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
             self.take_messages(now, out)
@@ -299,6 +310,7 @@ def main(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     core = open_core(index, shards, events_dir, server_id, wal_args)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
+    server.watch_signals()
     try:
         server.serve_forever()
     finally:

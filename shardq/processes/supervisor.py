@@ -217,7 +217,8 @@ class Supervisor:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since exec_supervisor
         try:
             for child in self.children:
-                child.start()
+                if not self.stopping:  # told to stop while starting: start no more
+                    child.start()
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = listening_address(self.listener)
@@ -330,6 +331,7 @@ class Supervisor:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
                 except TimeoutExpired:
+                    log.warning("pid %d did not stop within %.0f s; killed", proc.pid, STOP_GRACE_S)
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)

@@ -42,7 +42,7 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
-from shardq.processes import lifeline, live
+from shardq.processes import lifeline, live, wakeup
 from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.listener import Network, parse_networks
@@ -56,6 +56,8 @@ ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
 MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
+#: selector data of the signal pipe (`wakeup`): a stop signal ends the select at once
+SIGNALLED = object()
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
@@ -299,6 +301,8 @@ class Acceptor:
                     self.read(data)
             elif type(data) is handoff.Inbox:
                 inbox = data
+            elif data is SIGNALLED:
+                wakeup.drain(key.fd)
             else:
                 self.touched.add(data)  # a ZeroMQ socket
         if inbox is not None:  # after the clients: a close they sent is seen before
@@ -431,6 +435,7 @@ def main(
         acceptor.draining = True
 
     signal.signal(signal.SIGUSR1, drain)
+    acceptor.sel.register(wakeup.install(), selectors.EVENT_READ, SIGNALLED)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # blocked by the supervisor
     try:
         acceptor.serve_forever()
