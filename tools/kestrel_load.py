@@ -165,14 +165,15 @@ def reserve_rate(port: int, conns: int, seconds: float, max_ops: int) -> float:
             while True:
                 m = reserved.match(buf)
                 if m and len(buf) >= m.end() + int(m.group(2)) + 2:
+                    job = bytes(m.group(1))  # before the del: a match reads the live buffer
                     del buf[: m.end() + int(m.group(2)) + 2]
-                    sock.sendall(b"delete %s\r\n" % m.group(1))
+                    sock.sendall(b"delete %s\r\n" % job)
                 elif buf.startswith(b"DELETED\r\n"):
                     del buf[:9]
                     count += 1
                     sock.sendall(b"reserve-with-timeout 0\r\n")
-                elif buf.startswith(b"TIMED_OUT\r\n"):
-                    raise RuntimeError("the tube ran dry: raise --max-ops")
+                elif buf.startswith((b"TIMED_OUT\r\n", b"NOT_FOUND\r\n")):
+                    raise RuntimeError(f"unexpected {bytes(buf[:40])!r}: tube dry? raise --max-ops")
                 else:
                     break
     elapsed = time.monotonic() - start
