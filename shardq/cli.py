@@ -203,6 +203,20 @@ def serve(
             help="Accept TCP clients only from this network; repeatable [any].",
         ),
     ] = None,
+    kestrel_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--kestrel-listen", metavar="ADDR", help="Kestrel front-end address [127.0.0.1]."
+        ),
+    ] = None,
+    kestrel_port: Annotated[
+        str | None,
+        typer.Option(
+            "--kestrel-port",
+            metavar="PORT",
+            help="Serve Kestrel's memcache dialect on PORT (Kestrel's: 22133), 0 = any [off].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -240,6 +254,8 @@ def serve(
         "tls_client_ca": tls_client_ca,
         "log_level": log_level,
         "log_format": log_format,
+        "kestrel_listen": kestrel_listen,
+        "kestrel_port": kestrel_port,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -70,6 +70,8 @@ FLAGS = {
     "tls_client_ca": "--tls-client-ca",
     "log_level": "--log-level",
     "log_format": "--log-format",
+    "kestrel_listen": "--kestrel-listen",
+    "kestrel_port": "--kestrel-port",
 }
 
 

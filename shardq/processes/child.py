@@ -37,11 +37,12 @@ from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
-ROLES = ("coordinator", "shard", "acceptor")
+ROLES = ("coordinator", "shard", "acceptor", "kestrel")
 ROLE_MODULES = (
     "shardq.processes.coordinator",
     "shardq.processes.shard",
     "shardq.processes.acceptor",
+    "shardq.processes.kestrel",
 )
 PR_SET_PDEATHSIG = 1
 
@@ -150,7 +151,18 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
+    acceptor.add_argument("--private-fd", type=int, default=-1, help="the run dir's listener")
     _add_shard_store(acceptor)  # of the hosted shard
+    kestrel = roles.add_parser("kestrel")
+    _add_common(kestrel)
+    kestrel.add_argument("--listen-fd", type=int, required=True)
+    kestrel.add_argument("--backend", required=True, help="the serving processes' unix socket")
+    kestrel.add_argument("--max-job-size", type=int, required=True)
+    kestrel.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    kestrel.add_argument("--max-jobs", type=int, default=0)
+    kestrel.add_argument("--max-memory", type=int, default=0)
+    kestrel.add_argument("--journal", action="store_true", help="the server keeps a log (-b)")
+    kestrel.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     return top
 
 
@@ -215,6 +227,35 @@ def run_acceptor(args: argparse.Namespace) -> None:
         args.max_output_bytes,
         tuple(n for n in args.allow.split(",") if n),
         tls,
+        args.private_fd,
+    )
+
+
+def kestrel_config(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """What `dump_config` shows for every queue, in Kestrel's names (the limits are the
+    server's, shared by every queue; 0 means none, shown as Kestrel's "infinite")."""
+    return [
+        ("max_items", args.max_jobs or 2147483647),
+        ("max_size", args.max_memory or 9223372036854775807),
+        ("max_item_size", args.max_job_size),
+        ("max_age", 0),
+        ("discard_old_when_full", "false"),
+        ("journal", "true" if args.journal else "false"),
+        ("sync_journal", "true" if args.sync_journal else "false"),
+        ("move_expired_to", "(none)"),
+    ]
+
+
+def run_kestrel(args: argparse.Namespace) -> None:
+    from shardq.processes.kestrel import main as kestrel_main
+
+    kestrel_main(
+        args.listen_fd,
+        args.backend,
+        args.max_job_size,
+        args.max_output_bytes,
+        kestrel_config(args),
+        os.getppid(),
     )
 
 
@@ -222,6 +263,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
     "coordinator": run_coordinator,
     "shard": run_shard,
     "acceptor": run_acceptor,
+    "kestrel": run_kestrel,
 }
 
 

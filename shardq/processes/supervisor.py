@@ -50,6 +50,10 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
+#: The second line, with the Kestrel front-end on (`shardq.bench.procs.kestrel_port`).
+KESTREL_LISTENING = "shardq kestrel listening on {host}:{port}"
+#: The serving processes' unix socket in the run directory, for the Kestrel front-end.
+PRIVATE_SOCKET = "beanstalk.sock"
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,10 @@ class Child:
 
 class LayoutError(Exception):
     """The log directory was written with another number of shards."""
+
+
+class ListenError(Exception):
+    """The Kestrel front-end's address cannot be listened on (str(): one line)."""
 
 
 def check_layout(wal_dir: str, shards: int) -> None:
@@ -124,6 +132,10 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
+        self.kestrel: socket.socket | None = None  # the Kestrel front-end's listening socket
+        self.private: socket.socket | None = None  # the run dir's socket it reaches us on
+        if config.kestrel_port is not None:
+            self.bind_kestrel()
         preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = child_argv(
@@ -139,17 +151,57 @@ class Supervisor:
             for i in range(config.shards)
             if i not in hosted
         ]
-        fd = self.listener.fileno()
         self.ready_r, self.ready_w = os.pipe()
         self.acceptors = [
             Child(
                 "acceptor" if config.serving == 1 else f"acceptor {i}",
                 self.acceptor_argv(i, self.ready_w),
-                pass_fds=(fd, self.ready_w),
+                pass_fds=(*self.listen_fds(), self.ready_w),
             )
             for i in range(config.serving)
         ]
         self.children += self.acceptors
+        self.frontends: list[Child] = []  # stopped with the acceptors, before the shards
+        if self.kestrel is not None:
+            self.frontends.append(Child("kestrel", self.kestrel_argv(), (self.kestrel.fileno(),)))
+        self.children += self.frontends
+
+    def bind_kestrel(self) -> None:
+        """The Kestrel front-end's listening socket (kestrel.listen, kestrel.port), and the
+        unix socket in the run directory through which it reaches the serving processes
+        whatever the public port asks (TLS, allow-list)."""
+        cfg = self.config
+        assert cfg.kestrel_port is not None
+        try:
+            self.kestrel = bind_listener(cfg.kestrel_listen, cfg.kestrel_port)
+        except OSError as e:
+            where = describe(cfg.kestrel_listen, cfg.kestrel_port)
+            if self.own_run_dir:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise ListenError(f"kestrel: cannot listen on {where}: {e.strerror}") from None
+        path = os.path.join(self.run_dir, PRIVATE_SOCKET)
+        self.private = bind_listener(f"unix:{path}", 0)
+
+    def listen_fds(self) -> tuple[int, ...]:
+        """What every serving process is given: the public socket, and the private one."""
+        fds = (self.listener.fileno(),)
+        return fds if self.private is None else (*fds, self.private.fileno())
+
+    def kestrel_argv(self) -> list[str]:
+        cfg = self.config
+        assert self.kestrel is not None
+        return child_argv(
+            "kestrel",
+            listen_fd=self.kestrel.fileno(),
+            backend=os.path.join(self.run_dir, PRIVATE_SOCKET),
+            max_job_size=cfg.max_job_size,
+            max_output_bytes=cfg.max_output_bytes,
+            max_jobs=cfg.max_jobs,
+            max_memory=cfg.max_memory,
+            journal=cfg.wal_dir is not None,
+            sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+            **self.common_options(),
+        )
 
     def hosted_shard(self, index: int) -> int | None:
         """The shard serving process `index` runs in its own process (`colocate`): shard
@@ -194,6 +246,7 @@ class Supervisor:
             tls_key=self.config.tls_key,
             tls_client_ca=self.config.tls_client_ca,
             ready_fd=ready_fd,
+            private_fd=None if self.private is None else self.private.fileno(),
             host=hosted,
             **self.common_options(),
             **(self.store(hosted) if hosted is not None else {}),
@@ -223,6 +276,9 @@ class Supervisor:
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = listening_address(self.listener)
             print(LISTENING.format(host=host, port=port), flush=True)
+            if self.kestrel is not None:
+                host, port = listening_address(self.kestrel)
+                print(KESTREL_LISTENING.format(host=host, port=port), flush=True)
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),
@@ -290,7 +346,7 @@ class Supervisor:
         for i, acceptor in enumerate(self.acceptors):
             # a restarted serving process has no start-up pipe to write to
             acceptor.argv = self.acceptor_argv(i, -1)
-            acceptor.pass_fds = (self.listener.fileno(),)
+            acceptor.pass_fds = self.listen_fds()
         deadline = time.monotonic() + START_TIMEOUT_S
         lines = 0
         while not self.stopping and time.monotonic() < deadline:
@@ -322,8 +378,9 @@ class Supervisor:
     def stop(self) -> None:
         """The acceptor first (no new commands), then the shards (they sync their logs)."""
         deadline = time.monotonic() + STOP_GRACE_S
-        rest = [c for c in self.children if c not in self.acceptors]
-        for group in (self.acceptors, rest):
+        first = self.acceptors + self.frontends
+        rest = [c for c in self.children if c not in first]
+        for group in (first, rest):
             running = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
             for proc in running:
                 proc.send_signal(signal.SIGTERM)
@@ -335,6 +392,9 @@ class Supervisor:
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)
+        for extra in (self.kestrel, self.private):
+            if extra is not None:
+                close_listener(extra)
         if self.own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
@@ -354,6 +414,9 @@ def serve(
     except (LayoutError, StartupError) as e:
         log.error("%s", e)
         return 2
+    except ListenError as e:
+        log.error("%s", e)
+        return 1
     except OSError as e:
         log.error("cannot listen on %s: %s", describe(config.listen, config.port), e.strerror)
         return 1

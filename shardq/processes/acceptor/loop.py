@@ -157,6 +157,9 @@ class Acceptor:
         self.serving = serving
         self.listener = socket.socket(fileno=listen_fd)
         self.listener.setblocking(False)
+        # the run directory's unix socket, for the server's own front-ends (Kestrel): no TLS,
+        # no allow-list (only the server's user can open the run directory)
+        self.private: socket.socket | None = None
         self.shard_count = shards
         self.max_job_size = max_job_size
         self.ctx = context()
@@ -294,6 +297,8 @@ class Acceptor:
             data = key.data
             if data is None:
                 self.accept()
+            elif data is clients.PRIVATE:
+                self.accept(private=True)
             elif type(data) is Conn:
                 if mask & selectors.EVENT_WRITE:
                     self.write(data)
@@ -410,6 +415,7 @@ def main(
     max_output_bytes: int = 4 << 20,
     allow: tuple[str, ...] = (),
     tls: ssl.SSLContext | None = None,
+    private_fd: int = -1,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -427,6 +433,9 @@ def main(
     acceptor.spin_s = poll_us / 1e6
     acceptor.allow = parse_networks(allow)
     acceptor.tls = tls
+    if private_fd >= 0:
+        acceptor.private = socket.socket(fileno=private_fd)
+        acceptor.private.setblocking(False)
     live.on_change(acceptor.take_limits)
     acceptor.draining = draining
     acceptor.ready_fd = ready_fd
@@ -443,6 +452,8 @@ def main(
         for s in acceptor.socks.values():
             s.close(0)
         acceptor.listener.close()
+        if acceptor.private is not None:
+            acceptor.private.close()
         if serving > 1:
             with contextlib.suppress(OSError):
                 os.unlink(handoff.handoff_path(run_dir, index))
