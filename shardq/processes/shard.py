@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -307,7 +306,7 @@ def main(
     index: int, shards: int, run_dir: str, events_dir: str, server_id: str, wal_args: list[str]
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     core = open_core(index, shards, events_dir, server_id, wal_args)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
     server.watch_signals()

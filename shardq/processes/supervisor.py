@@ -15,7 +15,6 @@ to every child (``--verbose``), so `-V` reaches every process. Its one line on s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -27,15 +26,16 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from shardq.config import Config, ConfigError, ConfigWarning, read_config
 from shardq.log import setup as setup_logging
+from shardq.processes import children as roles
 from shardq.processes import live, quota
-from shardq.processes.child import child_argv, preload, run_and_exit
-from shardq.processes.forked import Forked, TimeoutExpired, fork_child
+from shardq.processes.child import preload
+from shardq.processes.children import PRIVATE_SOCKET, Child, LayoutError, check_layout
+from shardq.processes.forked import TimeoutExpired
 from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
 from shardq.processes.spawn import python_m
 from shardq.processes.startup import StartupError, become, find_user
@@ -46,66 +46,16 @@ CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
 #: held from the exec until `run` handles them (SIGHUP would end a process with no handler)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-#: children start with these blocked and unblock them once their handlers are in place
-CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
 #: The second line, with the Kestrel front-end on (`shardq.bench.procs.kestrel_port`).
 KESTREL_LISTENING = "shardq kestrel listening on {host}:{port}"
-#: The serving processes' unix socket in the run directory, for the Kestrel front-end.
-PRIVATE_SOCKET = "beanstalk.sock"
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Child:
-    """One supervised process: how to start it and its current incarnation."""
-
-    name: str
-    argv: list[str]
-    pass_fds: tuple[int, ...] = ()
-    proc: Forked | None = None
-    started: float = 0.0
-    quick_restarts: int = 0
-    extra: list[str] = field(default_factory=list)
-    live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
-
-    def start(self) -> None:
-        # Children start with SIGUSR1 and SIGHUP blocked and unblock them once their handlers
-        # are in place, so a drain or reload during their start-up is delivered, not fatal.
-        signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
-        try:
-            argv = self.argv + self.extra + self.live_args
-            self.proc = fork_child(self.name, self.pass_fds, functools.partial(run_and_exit, argv))
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
-        self.started = time.monotonic()
-
-
-class LayoutError(Exception):
-    """The log directory was written with another number of shards."""
-
-
 class ListenError(Exception):
     """The Kestrel front-end's address cannot be listened on (str(): one line)."""
-
-
-def check_layout(wal_dir: str, shards: int) -> None:
-    """Tubes are spread by crc32(name) % shards: a log written with N shards needs N shards."""
-    path = os.path.join(wal_dir, "layout")
-    try:
-        with open(path) as f:
-            written = int(f.read().split("=")[1])
-    except FileNotFoundError:
-        with open(path, "w") as f:
-            f.write(f"shards={shards}\n")
-        return
-    if written != shards:
-        raise LayoutError(
-            f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
-            "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
-        )
 
 
 class Supervisor:
@@ -138,16 +88,11 @@ class Supervisor:
             self.bind_kestrel()
         preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
-        coordinator = child_argv(
-            "coordinator",
-            state_dir=self.state_dir,
-            segment_bytes=config.segment_bytes,
-            **self.common_options(),
-        )
+        coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
         self.children = [Child("coordinator", coordinator)]
-        hosted = {self.hosted_shard(i) for i in range(config.serving)}
+        hosted = {roles.hosted_shard(config, i) for i in range(config.serving)}
         self.children += [
-            Child(f"shard {i}", child_argv("shard", i, **self.common_options(), **self.store(i)))
+            Child(f"shard {i}", roles.shard_argv(config, self.run_dir, i))
             for i in range(config.shards)
             if i not in hosted
         ]
@@ -163,7 +108,9 @@ class Supervisor:
         self.children += self.acceptors
         self.frontends: list[Child] = []  # stopped with the acceptors, before the shards
         if self.kestrel is not None:
-            self.frontends.append(Child("kestrel", self.kestrel_argv(), (self.kestrel.fileno(),)))
+            fd = self.kestrel.fileno()
+            argv = roles.kestrel_argv(config, self.run_dir, fd)
+            self.frontends.append(Child("kestrel", argv, (fd,)))
         self.children += self.frontends
 
     def bind_kestrel(self) -> None:
@@ -187,70 +134,10 @@ class Supervisor:
         fds = (self.listener.fileno(),)
         return fds if self.private is None else (*fds, self.private.fileno())
 
-    def kestrel_argv(self) -> list[str]:
-        cfg = self.config
-        assert self.kestrel is not None
-        return child_argv(
-            "kestrel",
-            listen_fd=self.kestrel.fileno(),
-            backend=os.path.join(self.run_dir, PRIVATE_SOCKET),
-            max_job_size=cfg.max_job_size,
-            max_output_bytes=cfg.max_output_bytes,
-            max_jobs=cfg.max_jobs,
-            max_memory=cfg.max_memory,
-            journal=cfg.wal_dir is not None,
-            sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
-            **self.common_options(),
-        )
-
-    def hosted_shard(self, index: int) -> int | None:
-        """The shard serving process `index` runs in its own process (`colocate`): shard
-        `index`, or none."""
-        return index if self.config.colocate else None
-
-    def common_options(self) -> dict[str, object]:
-        """What every child is told: the run directory, the shard count, the -V count."""
-        return {
-            "run_dir": self.run_dir,
-            "shards": self.config.shards,
-            "verbose": self.config.verbose,
-            "log_level": self.config.log_level,
-            "log_format": self.config.log_format,
-            "stats_yaml": self.config.stats_yaml,
-        }
-
-    def store(self, shard: int) -> dict[str, object]:
-        """A shard's options besides its place: event log directory, server id, and its
-        write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
-        cfg = self.config
-        options: dict[str, object] = {"events_dir": cfg.events_dir, "server_id": cfg.server_id}
-        if cfg.wal_dir is not None:
-            options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
-            options["segment_bytes"] = cfg.segment_bytes
-            options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
-        return options
-
     def acceptor_argv(self, index: int, ready_fd: int) -> list[str]:
-        hosted = self.hosted_shard(index)
-        return child_argv(
-            "acceptor",
-            index=index,
-            serving=self.config.serving,
-            listen_fd=self.listener.fileno(),
-            max_job_size=self.config.max_job_size,
-            poll_us=self.config.poll_us,
-            max_connections=self.config.max_connections,  # each takes ceil(N / serving)
-            max_output_bytes=self.config.max_output_bytes,
-            allow=",".join(self.config.allow),
-            tls_cert=self.config.tls_cert,
-            tls_key=self.config.tls_key,
-            tls_client_ca=self.config.tls_client_ca,
-            ready_fd=ready_fd,
-            private_fd=None if self.private is None else self.private.fileno(),
-            host=hosted,
-            **self.common_options(),
-            **(self.store(hosted) if hosted is not None else {}),
-        )
+        private = None if self.private is None else self.private.fileno()
+        fd = self.listener.fileno()
+        return roles.acceptor_argv(self.config, self.run_dir, index, ready_fd, fd, private)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):

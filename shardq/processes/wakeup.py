@@ -13,8 +13,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
+from types import FrameType
 
 READ_CHUNK = 512
+#: selector data that marks the signal pipe in a loop's selector
+SIGNALLED = object()
+
+
+def exit_on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM: leave through `sys.exit`, so the loop's `finally` closes its sockets and
+    syncs its log."""
+    sys.exit(0)
 
 
 def install() -> int:

@@ -24,15 +24,11 @@ other processes), clients.py (client sockets), handlers.py (the commands), cross
 
 from __future__ import annotations
 
-import contextlib
-import os
 import resource
 import selectors
-import signal
 import socket
 import ssl
 import struct
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -56,8 +52,6 @@ ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
 MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
-#: selector data of the signal pipe (`wakeup`): a stop signal ends the select at once
-SIGNALLED = object()
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
@@ -306,7 +300,7 @@ class Acceptor:
                     self.read(data)
             elif type(data) is handoff.Inbox:
                 inbox = data
-            elif data is SIGNALLED:
+            elif data is wakeup.SIGNALLED:
                 wakeup.drain(key.fd)
             else:
                 self.touched.add(data)  # a ZeroMQ socket
@@ -398,65 +392,3 @@ class Acceptor:
         while True:
             lifeline.check()
             self.turn()
-
-
-def main(
-    listen_fd: int,
-    run_dir: str,
-    shards: int,
-    max_job_size: int,
-    ready_fd: int,
-    draining: bool,
-    hosted: ShardCore | None = None,
-    poll_us: int = 100,
-    index: int = 0,
-    serving: int = 1,
-    max_connections: int = 0,
-    max_output_bytes: int = 4 << 20,
-    allow: tuple[str, ...] = (),
-    tls: ssl.SSLContext | None = None,
-    private_fd: int = -1,
-) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    acceptor = Acceptor(
-        listen_fd,
-        run_dir,
-        shards,
-        max_job_size,
-        hosted,
-        index,
-        serving,
-        max_connections,
-        max_output_bytes,
-    )
-    acceptor.spin_s = poll_us / 1e6
-    acceptor.allow = parse_networks(allow)
-    acceptor.tls = tls
-    if private_fd >= 0:
-        acceptor.private = socket.socket(fileno=private_fd)
-        acceptor.private.setblocking(False)
-    live.on_change(acceptor.take_limits)
-    acceptor.draining = draining
-    acceptor.ready_fd = ready_fd
-
-    def drain(*_: Any) -> None:
-        acceptor.draining = True
-
-    signal.signal(signal.SIGUSR1, drain)
-    acceptor.sel.register(wakeup.install(), selectors.EVENT_READ, SIGNALLED)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # blocked by the supervisor
-    try:
-        acceptor.serve_forever()
-    finally:
-        for s in acceptor.socks.values():
-            s.close(0)
-        acceptor.listener.close()
-        if acceptor.private is not None:
-            acceptor.private.close()
-        if serving > 1:
-            with contextlib.suppress(OSError):
-                os.unlink(handoff.handoff_path(run_dir, index))
-        if acceptor.hosted is not None:
-            acceptor.hosted.sock.close(0)
-            acceptor.hosted.core.close()

@@ -21,11 +21,10 @@ import logging
 import selectors
 import signal
 import socket
-import sys
 import time
 from collections import Counter
 
-from shardq.processes import lifeline
+from shardq.processes import lifeline, wakeup
 from shardq.processes.kestrel import commands
 from shardq.processes.kestrel.expiry import ExpiryBook
 from shardq.processes.kestrel.session import CLOSED, CLOSING, IDLE, Send, Session, Sleep
@@ -350,6 +349,9 @@ class Frontend:
             if key.data is None:
                 self.accept()
                 continue
+            if key.data is wakeup.SIGNALLED:
+                wakeup.drain(key.fd)
+                continue
             kind, s = key.data
             if s.phase is CLOSED:
                 continue
@@ -381,8 +383,9 @@ def main(
     supervisor: int,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     front = Frontend(listen_fd, backend_path, max_item, max_output_bytes, queue_config, supervisor)
+    front.sel.register(wakeup.install(), selectors.EVENT_READ, wakeup.SIGNALLED)
     try:
         front.serve_forever()
     finally:
