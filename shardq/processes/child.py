@@ -122,6 +122,9 @@ def _add_shard_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wal-dir", default=None, help="write-ahead log directory [none]")
     parser.add_argument("--segment-bytes", type=int, default=0)
     parser.add_argument("--fsync-ms", type=int, default=-1, help="-1: never fsync")
+    parser.add_argument(
+        "--settle-from", default="", help="restarted: serving processes to wait for"
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -196,7 +199,13 @@ def run_shard(args: argparse.Namespace) -> None:
     from shardq.processes.shard import main as shard_main
 
     shard_main(
-        args.index, args.shards, args.run_dir, args.events_dir, args.server_id, wal_args(args)
+        args.index,
+        args.shards,
+        args.run_dir,
+        args.events_dir,
+        args.server_id,
+        wal_args(args),
+        args.settle_from,
     )
 
 
@@ -211,7 +220,8 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tls = tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     hosted = None
     if args.host is not None:
-        hosted = open_core(args.host, args.shards, args.events_dir, args.server_id, wal_args(args))
+        store = (args.events_dir, args.server_id, wal_args(args), args.settle_from)
+        hosted = open_core(args.host, args.shards, *store)
     acceptor_main(
         args.listen_fd,
         args.run_dir,

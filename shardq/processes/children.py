@@ -36,13 +36,17 @@ class Child:
     quick_restarts: int = 0
     extra: list[str] = field(default_factory=list)
     live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
+    restart_args: list[str] = field(default_factory=list)  # added when started again
 
-    def start(self) -> None:
+    def start(self, again: bool = False) -> None:
+        """Fork it; `again`: a restart (its shard settles first: processes/settling.py)."""
         # Children start with SIGUSR1 and SIGHUP blocked and unblock them once their handlers
         # are in place, so a drain or reload during their start-up is delivered, not fatal.
         signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
         try:
             argv = self.argv + self.extra + self.live_args
+            if again:
+                argv += self.restart_args
             self.proc = fork_child(self.name, self.pass_fds, functools.partial(run_and_exit, argv))
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
@@ -97,6 +101,13 @@ def store(cfg: Config, shard: int) -> dict[str, object]:
         options["segment_bytes"] = cfg.segment_bytes
         options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
     return options
+
+
+def settle_args(cfg: Config, host: int | None) -> list[str]:
+    """What a restarted shard is told: the serving processes whose clients may still hold
+    its jobs — all of them, but the one it runs in (that one restarted with it)."""
+    others = [str(i) for i in range(cfg.serving) if i != host]
+    return [f"--settle-from={','.join(others)}"] if others else []
 
 
 def coordinator_argv(cfg: Config, run_dir: str, state_dir: str) -> list[str]:

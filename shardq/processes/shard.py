@@ -24,12 +24,13 @@ from typing import Any
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import tube_shard
+from shardq.cluster.routing import origin_of, tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
+from shardq.processes.settling import Settling
 from shardq.processes.shard_ops import HANDLERS
 from shardq.processes.zmqctx import context
 from shardq.protocol import proto
@@ -42,6 +43,10 @@ MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
 Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
+#: ops that settling (a restarted shard, processes/settling.py) holds, drops or counts
+SETTLING_OPS = frozenset(
+    (ops.RESERVE, ops.RESERVE_JOB, ops.SETTLED, ops.CANCEL, ops.DISCONNECT, ops.RESET)
+)
 
 
 class ShardCore:
@@ -53,7 +58,10 @@ class ShardCore:
         owns_default: bool,
         events: EventLog | None = None,
         wal: Wal | None = None,
+        settle_from: set[int] | None = None,
     ) -> None:
+        """`settle_from`: a restarted shard's serving processes that may still hold jobs of
+        it (see processes/settling.py); None or empty for a first start."""
         self.index = index
         self.engine = Engine(owns_default=owns_default)
         self.event_log = events
@@ -68,6 +76,9 @@ class ShardCore:
         #: limits.max_jobs / max_memory across the server (None: neither is set)
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
+        self.settling: Settling | None = None
+        if settle_from:
+            self.settling = Settling(settle_from, time.monotonic_ns())
 
     def settle_quota(self) -> None:
         """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""
@@ -148,6 +159,8 @@ class ShardCore:
 
     def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
+        if self.settling is not None and op in SETTLING_OPS:
+            return self.while_settling(self.settling, peer, req)
         if op == ops.PUT and not self.admit(len(args[6])):
             return [proto.OUT_OF_MEMORY]  # not taken
         if op == ops.RESERVE:
@@ -162,6 +175,8 @@ class ShardCore:
         if op == ops.COUNTS and self.host_fields is not None:
             counts = ops.op_counts(self.engine, conn, args, now)
             return [*counts, self.host_fields()]
+        if op == ops.SETTLED:
+            return None  # not settling (a first start, or settled already)
         if op == ops.CANCEL:
             if self.engine.cancel(rid):
                 self.waiting_peer.pop(rid, None)
@@ -169,8 +184,40 @@ class ShardCore:
             return [CANCELLED]  # no offer for this rid can follow
         return HANDLERS[op](self.engine, conn, args, now)
 
+    def while_settling(self, settling: Settling, peer: bytes, req: list[Any]) -> list[Any] | None:
+        """A request that settling changes: a reserve is held, a cancel may withdraw a held
+        reserve, a close or a restarted serving process drops theirs, SETTLED counts."""
+        op, rid, conn = req[0], req[1], req[2]
+        if op in (ops.RESERVE, ops.RESERVE_JOB):
+            settling.hold(peer, req)
+            return None  # answered when settled (a waiter's answer comes the same way)
+        if op == ops.SETTLED:
+            settling.settled(conn)
+            return None
+        if op == ops.CANCEL and settling.drop_rid(rid):
+            return [CANCELLED]
+        if op == ops.DISCONNECT:
+            settling.drop_conn(conn)
+        elif op == ops.RESET:
+            settling.drop_origin(origin_of(conn))
+        self.settling = None  # apply it as usual
+        try:
+            return self.apply(peer, req, time.monotonic_ns())
+        finally:
+            self.settling = settling
+
+    def release_held(self, now: int, out: Outbox) -> None:
+        """Settled: the held requests run now, in the order they came."""
+        settling, self.settling = self.settling, None
+        assert settling is not None
+        log.info("shard %d: settled; %d held reserve(s) run now", self.index, len(settling.held))
+        for peer, req in settling.held:
+            self.handle_into(peer, req, now, out)
+
     def take_events(self, now: int, out: Outbox) -> None:
         """Run the timers; what the engine answered on its own goes into `out`."""
+        if self.settling is not None and self.settling.done(now):
+            self.release_held(now, out)
         engine = self.engine
         engine.tick(now)
         if engine.events:
@@ -204,6 +251,8 @@ class ShardCore:
     def next_wakeup(self) -> int | None:
         """Monotonic ns of the next timer: the engine's, or the log's next sync."""
         wake = self.engine.next_wakeup()
+        if self.settling is not None:
+            wake = self.settling.until if wake is None else min(wake, self.settling.until)
         if self.wal is not None:
             due = self.wal.sync_due(time.monotonic())
             if due is not None:
@@ -220,7 +269,12 @@ class ShardCore:
 
 
 def open_core(
-    index: int, shards: int, events_dir: str, server_id: str, wal_args: list[str]
+    index: int,
+    shards: int,
+    events_dir: str,
+    server_id: str,
+    wal_args: list[str],
+    settle_from: str = "",
 ) -> ShardCore:
     """A shard's core from its command-line arguments (see supervisor.shard_args)."""
     events = EventLog(events_dir, server_id, index) if events_dir else None
@@ -228,7 +282,8 @@ def open_core(
     if wal_args:
         wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
         wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
-    return ShardCore(index, tube_shard("default", shards) == index, events, wal)
+    origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
+    return ShardCore(index, tube_shard("default", shards) == index, events, wal, origins)
 
 
 class ShardServer:
@@ -303,11 +358,17 @@ class ShardServer:
 
 
 def main(
-    index: int, shards: int, run_dir: str, events_dir: str, server_id: str, wal_args: list[str]
+    index: int,
+    shards: int,
+    run_dir: str,
+    events_dir: str,
+    server_id: str,
+    wal_args: list[str],
+    settle_from: str = "",
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    core = open_core(index, shards, events_dir, server_id, wal_args)
+    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
     server.watch_signals()
     try:

@@ -43,6 +43,8 @@ LIST           (none)                                 [[order, name], ...]
 REASSERT       job id, TTR deadline                   no reply (re-reserve after restart)
 RESET          (none; conn = the process's index)     no reply (a restarted serving
                                                       process: forget its connections)
+SETTLED        (none; conn = the process's index)     no reply (after its REASSERTs to a
+                                                      restarted shard: processes/settling.py)
 =============  =====================================  ==============================
 """
 
@@ -242,6 +244,8 @@ def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
 
     e.forget_connections(now, origin, belongs)
 
+
+SETTLED = 27  # handled by ShardCore.apply: a serving process has claimed its jobs again
 
 LIST = 23
 

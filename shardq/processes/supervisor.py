@@ -92,7 +92,11 @@ class Supervisor:
         self.children = [Child("coordinator", coordinator)]
         hosted = {roles.hosted_shard(config, i) for i in range(config.serving)}
         self.children += [
-            Child(f"shard {i}", roles.shard_argv(config, self.run_dir, i))
+            Child(
+                f"shard {i}",
+                roles.shard_argv(config, self.run_dir, i),
+                restart_args=roles.settle_args(config, None),
+            )
             for i in range(config.shards)
             if i not in hosted
         ]
@@ -102,6 +106,7 @@ class Supervisor:
                 "acceptor" if config.serving == 1 else f"acceptor {i}",
                 self.acceptor_argv(i, self.ready_w),
                 pass_fds=(*self.listen_fds(), self.ready_w),
+                restart_args=roles.settle_args(config, i) if i in hosted else [],
             )
             for i in range(config.serving)
         ]
@@ -260,7 +265,7 @@ class Supervisor:
                 "%s (pid %d) exited with status %s; restarting", child.name, child.proc.pid, code
             )
             time.sleep(delay)
-            child.start()
+            child.start(again=True)
 
     def stop(self) -> None:
         """The acceptor first (no new commands), then the shards (they sync their logs)."""

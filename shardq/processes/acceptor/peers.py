@@ -172,6 +172,7 @@ def resync(self: Acceptor, target: int) -> None:
             for job_id, deadline in conn.reserved.items():
                 if deadline >= now and self.job_shard(job_id) == target:
                     refs.append([ops.REASSERT, 0, conn.id, job_id, deadline])
+        refs.append([ops.SETTLED, 0, self.index])  # a restarted shard may hand out jobs now
     self.reask_offers(target)
     resend = []
     for rid, (t, req) in sorted(self.inflight.items()):
