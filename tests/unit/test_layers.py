@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "storage": 2,  # write-ahead log, event log
     "config": 2,  # the validated configuration
     "processes": 3,  # the process loops
+    "flags": 4,  # the command line's flag names and exit statuses (data, no imports)
     "start": 4,  # config + checks + bind + exec into the supervisor, no CLI library
     "dropin": 4,  # shardqd: beanstalkd's command line
     "cli": 4,
