@@ -29,6 +29,7 @@ from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
+from shardq.processes.logfault import LogFault
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.settling import Settling
 from shardq.processes.shard_ops import HANDLERS
@@ -76,6 +77,7 @@ class ShardCore:
         #: limits.max_jobs / max_memory across the server (None: neither is set)
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
+        self.log_fault: LogFault | None = None  #: the log cannot be written (storage/faults)
         self.settling: Settling | None = None
         if settle_from:
             self.settling = Settling(settle_from, time.monotonic_ns())
@@ -144,7 +146,7 @@ class ShardCore:
         """May a put of a `body_len`-byte body be taken? There must be room to log it
         (`Wal.admit`) and room under limits.max_jobs and max_memory (`quota.Quota.admit`);
         False: it is answered OUT_OF_MEMORY."""
-        if self.wal is not None and not self.wal.admit(body_len):
+        if self.wal is not None and (self.log_fault is not None or not self.wal.admit(body_len)):
             return False
         return self.quota is None or self.quota.admit(self.index, job_bytes(body_len))
 
@@ -231,29 +233,47 @@ class ShardCore:
             self.settle_quota()
         wal = self.wal
         if wal is not None:
-            records = self.engine.wal_out
-            if records:
-                wal.append(records)
-                records.clear()
-                self.engine.log_stats = wal.stats()
-                if wal.fsync_ms == 0:
-                    wal.maybe_sync(time.monotonic())
-            wal.maybe_sync(time.monotonic())
-            if records is not None and wal.needs_compaction(self.engine.live_bytes):
+            if self.log_fault is not None:
+                if self.engine.wal_out:
+                    self.engine.wal_out.clear()  # the snapshot that ends the fault holds it
+                self.log_fault.retry(time.monotonic())
+            else:
                 try:
-                    wal.compact(self.engine.snapshot())
+                    self.write_log(wal)
                 except OSError as e:
-                    log.error("shard %d: compaction failed: %s", self.index, e.strerror)
+                    fault = LogFault(self, e)  # tries a fresh segment at once
+                    self.log_fault = None if fault.over else fault  # else puts are refused
         if self.event_log is not None and self.engine.audit:
             self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
             self.engine.audit.clear()
+
+    def write_log(self, wal: Wal) -> None:
+        """This turn's records in one write, synced as the policy says; compaction when due.
+        OSError: the log cannot be written (see processes/logfault.py)."""
+        records = self.engine.wal_out
+        if records:
+            wal.append(records)
+            records.clear()
+            self.engine.log_stats = wal.stats()
+            if wal.fsync_ms == 0:
+                wal.maybe_sync(time.monotonic())
+        wal.maybe_sync(time.monotonic())
+        if wal.needs_compaction(self.engine.live_bytes):
+            try:
+                wal.compact(self.engine.snapshot())
+            except OSError as e:
+                log.error("shard %d: compaction failed: %s", self.index, e.strerror)
 
     def next_wakeup(self) -> int | None:
         """Monotonic ns of the next timer: the engine's, or the log's next sync."""
         wake = self.engine.next_wakeup()
         if self.settling is not None:
             wake = self.settling.until if wake is None else min(wake, self.settling.until)
-        if self.wal is not None:
+        if self.log_fault is not None:
+            left = max(0.0, self.log_fault.next_try - time.monotonic())
+            at = time.monotonic_ns() + int(left * 1e9)
+            wake = at if wake is None else min(wake, at)
+        elif self.wal is not None:
             due = self.wal.sync_due(time.monotonic())
             if due is not None:
                 sync_at = time.monotonic_ns() + max(0, int((due - time.monotonic()) * 1e9))

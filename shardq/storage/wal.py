@@ -252,6 +252,19 @@ class Wal:
                 del self.segments[index]
         self._sync_dir()
 
+    def rewrite(self, snapshot: Sequence[Sequence[Any]]) -> None:
+        """After a write or sync error: leave the current segment as it is (its tail may be
+        torn or unsynced: a failed fsync may have dropped its dirty pages), write `snapshot`
+        (every live job) to a new segment, sync it and the directory, then drop every older
+        segment. OSError: nothing is dropped; try again later."""
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        self.dirty = False
+        self.admitted = 0
+        self.compact(snapshot)
+
     def stats(self) -> dict[str, int]:
         """The binlog-* fields of `stats` (the damaged count only when there was damage)."""
         values = (
