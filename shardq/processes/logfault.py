@@ -38,26 +38,30 @@ MAX_RETRY_S = 10.0
 class LogFault:
     """The log of `core` failed with `error`: one attempt now, then retries with back-off."""
 
-    def __init__(self, core: ShardCore, error: OSError) -> None:
+    def __init__(self, core: ShardCore, error: OSError, starting: bool = False) -> None:
+        """`starting`: no segment could be opened at start-up (no reply is in flight)."""
         self.core = core
         self.delay = FIRST_RETRY_S
         self.next_try = 0.0
         self.since = time.monotonic()
         self.over = False  #: the log is written again
+        wal = core.wal
         log.error(
-            "shard %d: cannot write its log: %s; puts answer OUT_OF_MEMORY until it can "
-            "(everything else goes on); trying a fresh segment every %.0f-%.0f s",
+            "shard %d: cannot write its log in %s: %s (a segment needs %d bytes); puts "
+            "answer OUT_OF_MEMORY until it can (everything else goes on); trying a fresh "
+            "segment every %.0f-%.0f s",
             core.index,
+            wal.dir if wal is not None else "?",
             error.strerror or error,
+            wal.segment_bytes if wal is not None else 0,
             FIRST_RETRY_S,
             MAX_RETRY_S,
         )
         if core.engine.wal_out is not None:
             core.engine.wal_out.clear()
-        if not self.retry(time.monotonic()):
-            wal = core.wal
-            if wal is not None and wal.fsync_ms == 0:
-                raise error  # -f 0: this turn's replies may not claim a synced log
+        synced_replies = not starting and wal is not None and wal.fsync_ms == 0
+        if not self.retry(time.monotonic()) and synced_replies:
+            raise error  # -f 0: this turn's replies may not claim a synced log
 
     def retry(self, now: float) -> bool:
         """Try to end the fault (due or not yet): True when the log is written again."""

@@ -69,6 +69,7 @@ class ShardCore:
         if events is not None:
             self.engine.audit = []
         self.wal = wal
+        self.log_fault: LogFault | None = None  #: the log cannot be written (logfault.py)
         if wal is not None:
             self.recover(wal)
         self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
@@ -77,7 +78,6 @@ class ShardCore:
         #: limits.max_jobs / max_memory across the server (None: neither is set)
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
-        self.log_fault: LogFault | None = None  #: the log cannot be written (storage/faults)
         self.settling: Settling | None = None
         if settle_from:
             self.settling = Settling(settle_from, time.monotonic_ns())
@@ -95,8 +95,12 @@ class ShardCore:
         started = time.monotonic()
         self.engine.wall_offset = time.time_ns() - time.monotonic_ns()
         self.engine.restore(wal.replay(), time.monotonic_ns())
-        wal.start()
         self.engine.wal_out = []
+        try:
+            wal.start()
+        except OSError as e:  # a full or failing disk: serve what was replayed, refuse puts
+            fault = LogFault(self, e, starting=True)
+            self.log_fault = None if fault.over else fault
         self.engine.log_stats = wal.stats()
         gc.freeze()  # the recovered jobs hold no cycles: no collection needs to walk them
         took = time.monotonic() - started

@@ -238,7 +238,7 @@ class Wal:
 
     def compact(self, snapshot: Sequence[Sequence[Any]]) -> None:
         """Rewrite the live jobs into a new segment, then drop every older one."""
-        old = [i for i in self.segments if i != self.index] + [self.index]
+        old = list(self.segments)  # every segment there is (none yet: a log that never started)
         self._open_segment()
         for start in range(0, len(snapshot), 1024):
             self.append(snapshot[start : start + 1024])

@@ -106,3 +106,39 @@ def test_a_failing_log_refuses_puts_serves_the_rest_and_recovers(
     monkeypatch.delenv("LD_PRELOAD")
     again = shardq_server(shards=shards, extra=("-b", str(wal), "--serving", serving))
     assert ids_of(again.port) == acked
+
+
+def test_a_shard_whose_log_cannot_start_serves_and_takes_puts_once_it_can(
+    shim: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shardq_server: Callable[..., Any],
+) -> None:
+    """A failing (or full) log disk must not keep the server from starting: it serves
+    what the log holds and refuses puts, in one log line per shard, until a segment fits."""
+    flag = tmp_path / "disk-fails"
+    wal = tmp_path / "wal"
+    server = shardq_server(shards=2, extra=("-b", str(wal)))
+    client = connect(server.port)
+    kept = int(put(client, b"kept").split()[1])
+    client.close()
+    server.proc.send_signal(signal.SIGTERM)
+    server.proc.wait(20)
+    flag.touch()
+    monkeypatch.setenv("LD_PRELOAD", str(shim))
+    monkeypatch.setenv("SHARDQ_FAULT_FILE", str(flag))
+    again = shardq_server(shards=2, extra=("-b", str(wal)))
+    pids = again.wait_all_children()
+    client = connect(again.port)
+    assert put(client, b"refused") == b"OUT_OF_MEMORY\r\n"
+    send(client, b"peek %d\r\n" % kept)
+    assert read_replies(client, 1)[0] == b"FOUND %d 4\r\nkept\r\n" % kept
+    assert again.stderr().count("cannot write its log") == 2  # one line per shard
+    flag.unlink()
+    deadline = time.monotonic() + RECOVER_WITHIN_S
+    while (reply := put(client, b"now")) == b"OUT_OF_MEMORY\r\n":
+        assert time.monotonic() < deadline, again.stderr()[-2000:]
+        time.sleep(0.1)
+    assert reply.startswith(b"INSERTED"), reply
+    client.close()
+    assert again.roles() == pids, "a process was restarted"
