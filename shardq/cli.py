@@ -203,6 +203,15 @@ def serve(
             help="Accept TCP clients only from this network; repeatable [any].",
         ),
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve /metrics (Prometheus), /health and a dashboard here; a bare port "
+            "is on 127.0.0.1 [off].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -240,6 +249,7 @@ def serve(
         "tls_client_ca": tls_client_ca,
         "log_level": log_level,
         "log_format": log_format,
+        "metrics_listen": metrics,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

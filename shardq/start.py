@@ -27,6 +27,7 @@ from shardq.config import (
     ConfigError,
     ConfigWarning,
     read_config,
+    split_host_port,
 )
 from shardq.processes.listener import bind_listener, describe, tls_context
 from shardq.processes.startup import (
@@ -70,6 +71,7 @@ FLAGS = {
     "tls_client_ca": "--tls-client-ca",
     "log_level": "--log-level",
     "log_format": "--log-format",
+    "metrics_listen": "--metrics",
 }
 
 
@@ -123,6 +125,7 @@ def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
     try:
         check_start([], wal)
         check_tls(config, overrides)
+        check_metrics_port(config, overrides)
         if config.run_dir is not None:
             make_private(setting_name("run_dir", overrides, config), config.run_dir)
         return bind_listener(config.listen, config.port)
@@ -136,6 +139,23 @@ def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
             with contextlib.suppress(OSError):
                 os.rmdir(path)
         raise
+
+
+class MetricsPortError(OSError):
+    """The metrics address cannot be listened on (in use, not allowed): EXIT_LISTEN."""
+
+
+def check_metrics_port(config: Config, overrides: dict[str, Any]) -> None:
+    """The metrics address can be listened on (tried here, for a one-line refusal before
+    anything starts; the supervisor binds it for good)."""
+    if config.metrics_listen is None:
+        return
+    try:
+        bind_listener(*split_host_port(config.metrics_listen)).close()
+    except OSError as e:
+        name = setting_name("metrics_listen", overrides, config)
+        problem = f"cannot listen on {config.metrics_listen}: {e.strerror}"
+        raise MetricsPortError(f"{name}: {problem}") from None
 
 
 def check_tls(config: Config, overrides: dict[str, Any]) -> None:
@@ -192,6 +212,9 @@ def start_server(
     except (ConfigError, StartupError) as e:
         say(str(e))
         return EXIT_CONFIG
+    except MetricsPortError as e:
+        say(str(e))
+        return EXIT_LISTEN
     except OSError as e:
         say(f"cannot listen on {describe(config.listen, config.port)}: {e.strerror}")
         return EXIT_LISTEN

@@ -46,6 +46,8 @@ YAML layout::
       key: null            # PEM private key
       client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
+    metrics:
+      listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _bool,
     _count,
     _fsync,
+    _host_port,
     _log_format,
     _log_level,
     _max_job_size,
@@ -87,6 +90,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _stats_yaml,
     _user,
     _word,
+    split_host_port,
 )
 
 
@@ -137,6 +141,7 @@ class Config:
     tls_key: str | None = None  # --tls-key PEM
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
+    metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
@@ -172,9 +177,10 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "tls_client_ca": ("tls.client_ca", _path),
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
+    "metrics_listen": ("metrics.listen", _host_port),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits", "log", "tls")
+SECTIONS = ("wal", "events", "limits", "log", "tls", "metrics")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

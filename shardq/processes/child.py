@@ -11,6 +11,10 @@ back with `parse` (argparse, named options), so the two cannot drift apart::
     acceptor --listen-fd=FD --run-dir=D --shards=N --max-job-size=Z
              [--index=I --serving=N] [--ready-fd=FD] [--draining]
              [--host=INDEX SHARD-OPTIONS]
+    metrics --listen-fd=FD --run-dir=D --shards=N --serving=N --roles=R1,R2,...
+
+A shard's options (and a hosted shard's) include ``--metrics`` when the metrics endpoint is
+on: the shard then keeps the histograms it serves (engine/timing.py).
 
 Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`).
 A child is named after its role label (``/proc/PID/comm``: "sq shard 1"); `role_of_pid`
@@ -37,7 +41,7 @@ from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
-ROLES = ("coordinator", "shard", "acceptor")
+ROLES = ("coordinator", "shard", "acceptor", "metrics")
 ROLE_MODULES = (
     "shardq.processes.coordinator",
     "shardq.processes.shard",
@@ -99,9 +103,14 @@ def role_of_pid(pid: int) -> str | None:
         return None
 
 
-def preload() -> None:
+#: The metrics process's module, preloaded only when the endpoint is on (prometheus-client
+#: stays out of a server without it).
+METRICS_MODULE = "shardq.processes.metrics"
+
+
+def preload(metrics: bool = False) -> None:
     """Import what every role runs, so a forked child starts with it imported."""
-    for module in ROLE_MODULES:
+    for module in (*ROLE_MODULES, *((METRICS_MODULE,) if metrics else ())):
         importlib.import_module(module)
 
 
@@ -121,6 +130,7 @@ def _add_shard_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wal-dir", default=None, help="write-ahead log directory [none]")
     parser.add_argument("--segment-bytes", type=int, default=0)
     parser.add_argument("--fsync-ms", type=int, default=-1, help="-1: never fsync")
+    parser.add_argument("--metrics", action="store_true", help="keep the metrics histograms")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -151,6 +161,11 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
     _add_shard_store(acceptor)  # of the hosted shard
+    metrics = roles.add_parser("metrics")
+    _add_common(metrics)
+    metrics.add_argument("--listen-fd", type=int, required=True, help="the HTTP socket")
+    metrics.add_argument("--serving", type=int, default=1, help="how many serving processes")
+    metrics.add_argument("--roles", required=True, help="role labels that must run, by commas")
     return top
 
 
@@ -184,7 +199,13 @@ def run_shard(args: argparse.Namespace) -> None:
     from shardq.processes.shard import main as shard_main
 
     shard_main(
-        args.index, args.shards, args.run_dir, args.events_dir, args.server_id, wal_args(args)
+        args.index,
+        args.shards,
+        args.run_dir,
+        args.events_dir,
+        args.server_id,
+        wal_args(args),
+        args.metrics,
     )
 
 
@@ -199,7 +220,9 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tls = tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     hosted = None
     if args.host is not None:
-        hosted = open_core(args.host, args.shards, args.events_dir, args.server_id, wal_args(args))
+        hosted = open_core(
+            args.host, args.shards, args.events_dir, args.server_id, wal_args(args), args.metrics
+        )
     acceptor_main(
         args.listen_fd,
         args.run_dir,
@@ -218,10 +241,17 @@ def run_acceptor(args: argparse.Namespace) -> None:
     )
 
 
+def run_metrics(args: argparse.Namespace) -> None:
+    from shardq.processes.metrics import main as metrics_main
+
+    metrics_main(args.listen_fd, args.run_dir, args.shards, args.serving, args.roles.split(","))
+
+
 RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
     "coordinator": run_coordinator,
     "shard": run_shard,
     "acceptor": run_acceptor,
+    "metrics": run_metrics,
 }
 
 

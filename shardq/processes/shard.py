@@ -28,6 +28,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
+from shardq.engine.timing import Timing
 from shardq.processes import lifeline, quota
 from shardq.processes import shard_ops as ops
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
@@ -54,6 +55,7 @@ class ShardCore:
         owns_default: bool,
         events: EventLog | None = None,
         wal: Wal | None = None,
+        metrics: bool = False,
     ) -> None:
         self.index = index
         self.engine = Engine(owns_default=owns_default)
@@ -69,6 +71,23 @@ class ShardCore:
         #: limits.max_jobs / max_memory across the server (None: neither is set)
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
+        if metrics:
+            self.enable_timing()
+
+    def enable_timing(self) -> None:
+        """`metrics.listen` is set: keep the wait, run and fsync histograms (METRICS op)."""
+        timing = self.engine.timing = Timing()
+        if self.wal is not None:
+            self.wal.sync = timing.timed_sync(self.wal.sync, time.monotonic_ns)
+            timing.extra = self.wal_figures
+
+    def wal_figures(self) -> dict[str, int]:
+        """The log's bytes for the metrics: appended since start, and on disk now."""
+        assert self.wal is not None
+        return {
+            "wal_bytes_written": self.wal.bytes_written,
+            "wal_disk_bytes": sum(self.wal.segments.values()),
+        }
 
     def settle_quota(self) -> None:
         """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""
@@ -221,15 +240,21 @@ class ShardCore:
 
 
 def open_core(
-    index: int, shards: int, events_dir: str, server_id: str, wal_args: list[str]
+    index: int,
+    shards: int,
+    events_dir: str,
+    server_id: str,
+    wal_args: list[str],
+    metrics: bool = False,
 ) -> ShardCore:
-    """A shard's core from its command-line arguments (see supervisor.shard_args)."""
+    """A shard's core from its command-line arguments (see supervisor.shard_args);
+    `metrics`: keep the histograms of the metrics endpoint."""
     events = EventLog(events_dir, server_id, index) if events_dir else None
     wal = None
     if wal_args:
         wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
         wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
-    return ShardCore(index, tube_shard("default", shards) == index, events, wal)
+    return ShardCore(index, tube_shard("default", shards) == index, events, wal, metrics)
 
 
 class ShardServer:
@@ -293,11 +318,17 @@ class ShardServer:
 
 
 def main(
-    index: int, shards: int, run_dir: str, events_dir: str, server_id: str, wal_args: list[str]
+    index: int,
+    shards: int,
+    run_dir: str,
+    events_dir: str,
+    server_id: str,
+    wal_args: list[str],
+    metrics: bool = False,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    core = open_core(index, shards, events_dir, server_id, wal_args)
+    core = open_core(index, shards, events_dir, server_id, wal_args, metrics)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
     try:
         server.serve_forever()

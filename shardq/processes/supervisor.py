@@ -31,14 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from shardq.config import Config, ConfigError, ConfigWarning, read_config
+from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
 from shardq.log import setup as setup_logging
+from shardq.metrics import ADDRESS_FILE
 from shardq.processes import live, quota
 from shardq.processes.child import child_argv, preload, run_and_exit
 from shardq.processes.forked import Forked, TimeoutExpired, fork_child
 from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
 from shardq.processes.spawn import python_m
-from shardq.processes.startup import StartupError, become, find_user
+from shardq.processes.startup import LayoutError, StartupError, become, check_layout, find_user
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
@@ -79,27 +80,6 @@ class Child:
         self.started = time.monotonic()
 
 
-class LayoutError(Exception):
-    """The log directory was written with another number of shards."""
-
-
-def check_layout(wal_dir: str, shards: int) -> None:
-    """Tubes are spread by crc32(name) % shards: a log written with N shards needs N shards."""
-    path = os.path.join(wal_dir, "layout")
-    try:
-        with open(path) as f:
-            written = int(f.read().split("=")[1])
-    except FileNotFoundError:
-        with open(path, "w") as f:
-            f.write(f"shards={shards}\n")
-        return
-    if written != shards:
-        raise LayoutError(
-            f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
-            "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
-        )
-
-
 class Supervisor:
     def __init__(
         self, config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
@@ -113,6 +93,9 @@ class Supervisor:
             self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         else:
             self.listener = socket.socket(fileno=listen_fd)
+        self.metrics_listener = None  # the metrics endpoint's HTTP port (metrics.listen)
+        if config.metrics_listen is not None:
+            self.metrics_listener = bind_listener(*split_host_port(config.metrics_listen))
         if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
             become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
@@ -124,7 +107,7 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
-        preload()  # once here, not in every child: they are forked with it imported
+        preload(self.metrics_listener is not None)  # once here: children are forked with it
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = child_argv(
             "coordinator",
@@ -150,6 +133,22 @@ class Supervisor:
             for i in range(config.serving)
         ]
         self.children += self.acceptors
+        if self.metrics_listener is not None:
+            self.children.append(self.metrics_child(self.metrics_listener))
+
+    def metrics_child(self, sock: socket.socket) -> Child:
+        """The metrics process, given the HTTP port and the roles that must run; the port
+        it got is written to RUN_DIR/metrics-address (with port 0, which one) and logged."""
+        host, port = listening_address(sock)
+        path = os.path.join(self.run_dir, ADDRESS_FILE)
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{host}:{port}\n")
+        os.replace(path + ".tmp", path)
+        log.info("metrics on http://%s:%s/", host, port)
+        roles = ",".join(child.name for child in self.children)
+        options = {"serving": self.config.serving, "roles": roles, **self.common_options()}
+        argv = child_argv("metrics", listen_fd=sock.fileno(), **options)
+        return Child("metrics", argv, pass_fds=(sock.fileno(),))
 
     def hosted_shard(self, index: int) -> int | None:
         """The shard serving process `index` runs in its own process (`colocate`): shard
@@ -171,7 +170,11 @@ class Supervisor:
         """A shard's options besides its place: event log directory, server id, and its
         write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
         cfg = self.config
-        options: dict[str, object] = {"events_dir": cfg.events_dir, "server_id": cfg.server_id}
+        options: dict[str, object] = {
+            "events_dir": cfg.events_dir,
+            "server_id": cfg.server_id,
+            "metrics": cfg.metrics_listen is not None,  # keep the histograms /metrics serves
+        }
         if cfg.wal_dir is not None:
             options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
             options["segment_bytes"] = cfg.segment_bytes
@@ -333,11 +336,13 @@ class Supervisor:
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)
+        if self.metrics_listener is not None:
+            self.metrics_listener.close()
         if self.own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
             for name in os.listdir(self.run_dir):
-                if name == "coordinator" or name.startswith(("shard-", "handoff-")):
+                if name in ("coordinator", ADDRESS_FILE) or name.startswith(("shard-", "handoff-")):
                     os.unlink(os.path.join(self.run_dir, name))
 
 
