@@ -47,7 +47,9 @@ FSYNC_BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 #: tubes with histograms of their own; later tubes share OTHER_TUBE (bounded memory when
 #: clients make tubes without end)
 MAX_TUBES = 1000
-OTHER_TUBE = "(other)"
+#: events after which a job is no longer reserved (delete is handled apart)
+FORGET = frozenset(("release", "bury", "timeout"))
+OTHER_TUBE = "*other*"  #: not a valid tube name (beanstalk names have no "*"): no clash
 
 
 class Histogram:
@@ -92,17 +94,20 @@ class Timing:
         return hist
 
     def note(self, now: int, event: str, job: Job) -> None:
-        """A job event (the engine's `_note`): see the module's definitions."""
+        """A job event (the engine's `_note`): see the module's definitions. Kept lean: it
+        runs for every put, reserve and delete of a server with metrics on."""
         if event == "reserve":
             self.reserved_at[job.id] = now
             if job.counts & ID_MASK == 1:  # its first reserve (the count is already 1)
-                waited = now - job.created - job.delay * NS
-                self._of(self.wait, job.tube).observe(max(waited, 0))
+                waited = now - job.created - (job.dur >> 64) * NS  # dur >> 64: the delay
+                hist = self.wait.get(job.tube) or self._of(self.wait, job.tube)
+                hist.observe(waited if waited > 0 else 0)
         elif event == "delete":
             at = self.reserved_at.pop(job.id, None)
             if at is not None and job.state == State.RESERVED:
-                self._of(self.run, job.tube).observe(max(now - at, 0))
-        elif event in ("release", "bury", "timeout"):
+                hist = self.run.get(job.tube) or self._of(self.run, job.tube)
+                hist.observe(now - at)
+        elif event in FORGET:
             self.reserved_at.pop(job.id, None)
 
     def timed_sync(

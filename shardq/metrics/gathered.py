@@ -92,7 +92,7 @@ def tube_fields(rows: list[list[Any]]) -> dict[str, dict[str, Any]]:
 
 def job_histograms(timing: dict[int, dict[str, Any]], kind: str) -> dict[str, list[Any]]:
     """tube -> [counts, sum ns] of the `kind` ("wait" or "run") histograms of every shard (a
-    tube lives on one shard; "(other)" may come from several and is added up)."""
+    tube lives on one shard; OTHER_TUBE may come from several and is added up)."""
     merged: dict[str, list[Any]] = {}
     for snapshot in timing.values():
         for tube, (counts, total) in snapshot.get(kind, {}).items():

@@ -113,17 +113,28 @@ def read_text(path: str) -> str | None:
         return None
 
 
+def child_pids(supervisor: int) -> list[int]:
+    """The supervisor's children: its task's ``children`` file (one read) where the kernel
+    has it (CONFIG_PROC_CHILDREN; the supervisor has one thread), else a scan of /proc."""
+    text = read_text(f"/proc/{supervisor}/task/{supervisor}/children")
+    if text is not None:
+        return [int(pid) for pid in text.split()]
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = parse_stat(read_text(f"/proc/{entry}/stat") or "")
+            if stat is not None and stat.ppid == supervisor:
+                found.append(int(entry))
+    return found
+
+
 def server_processes(supervisor: int) -> list[Proc]:
     """The supervisor and its children that are shardq processes (/proc/PID/comm "sq ...")."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        text = read_text(f"/proc/{pid}/stat")
-        stat = parse_stat(text) if text else None
-        if stat is None or (pid != supervisor and stat.ppid != supervisor):
-            continue
+    for pid in [supervisor, *child_pids(supervisor)]:
+        stat = parse_stat(read_text(f"/proc/{pid}/stat") or "")
+        if stat is None:
+            continue  # gone meanwhile
         role: str | None = "supervisor"
         if pid != supervisor:
             role = label_of_comm((read_text(f"/proc/{pid}/comm") or "").rstrip("\n"))

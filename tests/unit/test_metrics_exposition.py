@@ -115,8 +115,8 @@ def test_health_names_each_problem() -> None:
 
 
 def test_histograms_of_the_same_tube_from_two_shards_add_up() -> None:
-    timing = {0: {"wait": {"(other)": [[1, 0], 5]}}, 1: {"wait": {"(other)": [[2, 3], 7]}}}
-    assert job_histograms(timing, "wait") == {"(other)": [[3, 3], 12]}
+    timing = {0: {"wait": {"*other*": [[1, 0], 5]}}, 1: {"wait": {"*other*": [[2, 3], 7]}}}
+    assert job_histograms(timing, "wait") == {"*other*": [[3, 3], 12]}
 
 
 def test_quantile_interpolates_within_its_bucket() -> None:
