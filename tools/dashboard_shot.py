@@ -51,19 +51,19 @@ def command(sock: socket.socket, line: bytes) -> bytes:
     return data
 
 
-def producer(port: int, tube: str, rate: float, until: float) -> None:
+def producer(port: int, tube: str, rate: float, stop: threading.Event) -> None:
     with socket.create_connection(("127.0.0.1", port)) as sock:
         command(sock, f"use {tube}\r\n".encode())
-        while time.monotonic() < until:
+        while not stop.is_set():
             delay = 30 if random.random() < 0.05 else 0
             command(sock, f"put {random.randint(0, 2000)} {delay} 60 5\r\nhello\r\n".encode())
             time.sleep(random.expovariate(rate))
 
 
-def consumer(port: int, tube: str, work_s: float, until: float) -> None:
+def consumer(port: int, tube: str, work_s: float, stop: threading.Event) -> None:
     with socket.create_connection(("127.0.0.1", port)) as sock:
         command(sock, f"watch {tube}\r\n".encode())
-        while time.monotonic() < until:
+        while not stop.is_set():
             reply = command(sock, b"reserve-with-timeout 1\r\n")
             if not reply.startswith(b"RESERVED"):
                 continue
@@ -88,14 +88,14 @@ def main() -> int:
         port, _ = wait_listening(server, 20)
         assert port is not None, "the server did not start"
         metrics = int((run_dir / "metrics-address").read_text().strip().rsplit(":", 1)[1])
-        until = time.monotonic() + args.seconds + 30
+        stop = threading.Event()
         workers = []
         for i, tube in enumerate(TUBES):
             rate = 40.0 / (i + 1)
-            workers.append(threading.Thread(target=producer, args=(port, tube, rate, until)))
+            workers.append(threading.Thread(target=producer, args=(port, tube, rate, stop)))
             for _ in range(2):
                 work = 0.02 * (i + 1) ** 2
-                workers.append(threading.Thread(target=consumer, args=(port, tube, work, until)))
+                workers.append(threading.Thread(target=consumer, args=(port, tube, work, stop)))
         for worker in workers:
             worker.daemon = True
             worker.start()
@@ -112,6 +112,9 @@ def main() -> int:
             ]
             subprocess.run(shot, check=True, capture_output=True, timeout=args.seconds + 120)
         log.info("wrote %s", args.out)
+        stop.set()
+        for worker in workers:
+            worker.join(5)
     finally:
         terminate(server, 10, group=True)
     return 0
