@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import connect, poll_for, read_replies, send, tube_on_shard, wal_args
+from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_shard, wal_args
 from prometheus_client.parser import text_string_to_metric_families
 
 from shardq.bench.procs import read_line, terminate
@@ -221,6 +223,27 @@ def test_a_bad_or_busy_address_is_refused_with_one_line(shardq_launch) -> None:
         f"shardq: flag --metrics (metrics.listen): cannot listen on 127.0.0.1:{taken}: "
         "Address already in use"
     )
+
+
+def test_shardqd_takes_the_long_flag(tmp_path: Path) -> None:
+    """`shardqd --metrics=HOST:PORT`, as `shardq serve --metrics` (beanstalkd's command line
+    plus shardq's long flags)."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "shardq.dropin", "-l", "127.0.0.1", "-p", "0"]
+    cmd += ["--run-dir", str(run_dir), "--shards=1", "--serving=1", "--metrics=127.0.0.1:0"]
+    proc = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert b"listening" in read_line(proc, 20)
+        port = metrics_port(run_dir)
+        assert http_get(port, "/health") == (200, b"ok\n")
+        assert scrape(port)[("shardq_shards_answered", ())] == 1
+    finally:
+        assert terminate(proc, 10, group=True) == 0
+        assert proc.stdout is not None
+        proc.stdout.close()
 
 
 def test_sighup_refuses_a_new_metrics_address(shardq_launch, tmp_path: Path) -> None:
