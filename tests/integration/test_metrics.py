@@ -151,6 +151,12 @@ def test_metrics_equal_stats_and_stats_tube(
     assert len(rss) == len(roles) and min(rss) > 1 << 20
     assert got[("shardq_healthy", ())] == 1
     assert http_get(port, "/health") == (200, b"ok\n")
+    # scrapes are invisible to clients: no connection, no command counted
+    http_get(port, "/api/summary")
+    after = yaml_of(ask(sock, "stats"))
+    assert int(after["cmd-stats"]) == int(stats["cmd-stats"]) + 1  # this one only
+    assert int(after["cmd-list-tubes"]) == int(stats["cmd-list-tubes"]) == 0
+    assert after["total-connections"] == stats["total-connections"]
     sock.close()
 
 
