@@ -39,6 +39,8 @@ from shardq.engine.timing import FSYNC_BOUNDS_S, JOB_BOUNDS_S
 from shardq.metrics.gathered import Gathered, job_histograms
 from shardq.protocol.stats_keys import CMD_KEYS, JOB_COUNT_KEYS
 
+#: of /metrics: the text format `generate_latest` writes (what prometheus-client's own
+#: handler answers a scraper that asks for nothing else)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 P = "shardq_"
 NS = 1e9

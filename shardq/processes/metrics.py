@@ -47,13 +47,18 @@ class Handler(BaseHTTPRequestHandler):
             return
         route(self)
 
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+        """As GET, without the body (some load balancers check health so)."""
+        self.do_GET()
+
     def answer(self, status: int, content_type: str, body: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
         log.debug("%s %s", self.address_string(), format % args)

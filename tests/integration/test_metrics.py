@@ -151,6 +151,9 @@ def test_metrics_equal_stats_and_stats_tube(
     assert len(rss) == len(roles) and min(rss) > 1 << 20
     assert got[("shardq_healthy", ())] == 1
     assert http_get(port, "/health") == (200, b"ok\n")
+    head = urllib.request.Request(f"http://127.0.0.1:{port}/health", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as answer:
+        assert (answer.status, answer.read()) == (200, b"")
     # scrapes are invisible to clients: no connection, no command counted
     http_get(port, "/api/summary")
     after = yaml_of(ask(sock, "stats"))
