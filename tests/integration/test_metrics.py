@@ -187,6 +187,17 @@ def test_health_is_503_while_a_shard_is_stopped(
     poll_for(lambda: http_get(port, "/health") == (200, b"ok\n"), timeout=15)
 
 
+def test_a_killed_metrics_process_comes_back_on_the_same_port(
+    shardq_server: Callable[..., Any],
+) -> None:
+    server = shardq_server(shards=1, extra=("--metrics", "127.0.0.1:0"))
+    port = metrics_port(server.run_dir)
+    old = poll_for(lambda: server.roles().get("metrics"), timeout=10)
+    os.kill(old, signal.SIGKILL)
+    poll_for(lambda: server.roles().get("metrics") not in (None, old), timeout=15)
+    poll_for(lambda: http_get(port, "/health") == (200, b"ok\n"), timeout=15)
+
+
 def test_wal_bytes_and_fsync_latency(shardq_server: Callable[..., Any], tmp_path: Path) -> None:
     server = shardq_server(
         shards=2, extra=("--metrics", "127.0.0.1:0", *wal_args(tmp_path / "wal"))
