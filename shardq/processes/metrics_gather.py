@@ -28,7 +28,7 @@ from shardq.processes.zmqctx import context
 
 log = logging.getLogger(__name__)
 
-ANSWER_WITHIN_S = 1.0  #: how long a view waits for the coordinator and the shards
+ANSWER_WITHIN_S = 2.0  #: how long a view waits for the coordinator and the shards
 GIVE_UP_AFTER_S = 5.0  #: an unanswered question is forgotten (its peer restarted?) after this
 COORDINATOR = -1  #: the coordinator's key among the peers (shards are 0..N-1)
 
