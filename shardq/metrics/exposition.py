@@ -77,6 +77,12 @@ def cumulative(bounds_s: tuple[float, ...], counts: list[int]) -> list[tuple[str
     return buckets
 
 
+def present(stats: dict[str, Any], keys: Iterable[str]) -> list[str]:
+    """The keys `stats` has: without a hosted shard the serving processes' part is missing
+    (gathered.py), and a number that cannot be had is left out, never shown as 0."""
+    return [key for key in keys if key in stats]
+
+
 def server_families(stats: dict[str, Any]) -> Iterator[Metric]:
     jobs = GaugeMetricFamily(
         P + "current_jobs", "Jobs in the server by state (stats)", labels=["state"]
@@ -87,8 +93,8 @@ def server_families(stats: dict[str, Any]) -> Iterator[Metric]:
     commands = CounterMetricFamily(
         P + "commands", "Commands received, by command (the cmd-* stats)", labels=["command"]
     )
-    for key in CMD_KEYS:
-        commands.add_metric([key.removeprefix("cmd-")], stats.get(key, 0))
+    for key in present(stats, CMD_KEYS):
+        commands.add_metric([key.removeprefix("cmd-")], stats[key])
     yield commands
     yield CounterMetricFamily(P + "jobs", "Jobs put since start", value=stats.get("total-jobs", 0))
     yield CounterMetricFamily(
@@ -98,12 +104,13 @@ def server_families(stats: dict[str, Any]) -> Iterator[Metric]:
     connections = GaugeMetricFamily(
         P + "current_connections", "Client connections, by kind (stats)", labels=["kind"]
     )
-    for key, kind in CONNECTIONS.items():
-        connections.add_metric([kind], stats.get(key, 0))
+    for key in present(stats, CONNECTIONS):
+        connections.add_metric([CONNECTIONS[key]], stats[key])
     yield connections
-    yield CounterMetricFamily(
-        P + "connections", "Connections since start", value=stats.get("total-connections", 0)
-    )
+    if "total-connections" in stats:
+        yield CounterMetricFamily(
+            P + "connections", "Connections since start", value=stats["total-connections"]
+        )
     yield from limit_families(stats)
     yield CounterMetricFamily(
         P + "binlog_records_written",
@@ -120,8 +127,8 @@ def limit_families(stats: dict[str, Any]) -> Iterator[Metric]:
     hits = CounterMetricFamily(
         P + "limit_hits", "Times a limit acted (the limit-* stats)", labels=["limit"]
     )
-    for key in LIMIT_HITS:
-        hits.add_metric([key.removeprefix("limit-")], stats.get(key, 0))
+    for key in present(stats, LIMIT_HITS):
+        hits.add_metric([key.removeprefix("limit-")], stats[key])
     yield hits
     usage = GaugeMetricFamily(
         P + "limit_usage", "What max_jobs and max_memory count now", labels=["limit"]
@@ -130,8 +137,8 @@ def limit_families(stats: dict[str, Any]) -> Iterator[Metric]:
         usage.add_metric([key.removeprefix("limit-")], stats.get(key, 0))
     yield usage
     limits = GaugeMetricFamily(P + "limit_max", "Configured limits (0: none)", labels=["limit"])
-    for key in LIMIT_MAX:
-        limits.add_metric([key.removeprefix("limit-max-")], stats.get(key, 0))
+    for key in present(stats, LIMIT_MAX):
+        limits.add_metric([key.removeprefix("limit-max-")], stats[key])
     yield limits
 
 

@@ -12,6 +12,7 @@ back with `parse` (argparse, named options), so the two cannot drift apart::
              [--index=I --serving=N] [--ready-fd=FD] [--draining]
              [--host=INDEX SHARD-OPTIONS]
     metrics --listen-fd=FD --run-dir=D --shards=N --serving=N --roles=R1,R2,...
+            [--no-serving-stats]
 
 A shard's options (and a hosted shard's) include ``--metrics`` when the metrics endpoint is
 on: the shard then keeps the histograms it serves (engine/timing.py).
@@ -166,6 +167,11 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("--listen-fd", type=int, required=True, help="the HTTP socket")
     metrics.add_argument("--serving", type=int, default=1, help="how many serving processes")
     metrics.add_argument("--roles", required=True, help="role labels that must run, by commas")
+    metrics.add_argument(
+        "--no-serving-stats",
+        action="store_true",
+        help="the serving processes host no shard: their counters are not in its stats",
+    )
     return top
 
 
@@ -244,7 +250,14 @@ def run_acceptor(args: argparse.Namespace) -> None:
 def run_metrics(args: argparse.Namespace) -> None:
     from shardq.processes.metrics import main as metrics_main
 
-    metrics_main(args.listen_fd, args.run_dir, args.shards, args.serving, args.roles.split(","))
+    metrics_main(
+        args.listen_fd,
+        args.run_dir,
+        args.shards,
+        args.serving,
+        args.roles.split(","),
+        not args.no_serving_stats,
+    )
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {

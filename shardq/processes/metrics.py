@@ -114,10 +114,19 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     sys.exit(0)
 
 
-def main(listen_fd: int, run_dir: str, shards: int, serving: int, expected: list[str]) -> None:
+def main(
+    listen_fd: int,
+    run_dir: str,
+    shards: int,
+    serving: int,
+    expected: list[str],
+    serving_stats: bool = True,
+) -> None:
+    """`serving_stats`: False when the serving processes host no shard (--no-colocate):
+    their part of `stats` (commands, connections) cannot be had, and is left out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    gatherer = Gatherer(run_dir, shards, tuple(expected))
+    gatherer = Gatherer(run_dir, shards, tuple(expected), serving_stats)
     server = MetricsServer(listen_fd, gatherer, shards, serving)
     try:
         while True:

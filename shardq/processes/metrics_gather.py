@@ -25,6 +25,7 @@ from shardq.metrics.procstat import parse_rss, parse_stat
 from shardq.processes import shard_ops as ops
 from shardq.processes.forked import label_of_comm
 from shardq.processes.zmqctx import context
+from shardq.protocol.stats_keys import SERVING_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -148,11 +149,25 @@ def server_processes(supervisor: int) -> list[Proc]:
 class Gatherer:
     """Takes a `Gathered` view on demand."""
 
-    def __init__(self, run_dir: str, shards: int, expected: tuple[str, ...]) -> None:
+    def __init__(
+        self, run_dir: str, shards: int, expected: tuple[str, ...], serving_stats: bool = True
+    ) -> None:
         self.peers = Peers(run_dir, shards)
         self.shards = shards
         self.expected = expected
         self.supervisor = os.getppid()
+        #: False: the serving processes' part of `stats` never reaches the coordinator's
+        #: answer to us (no hosted shard brings it); those keys are dropped, not shown as 0
+        self.serving_stats = serving_stats
+
+    def stats(self, answer: list[Any] | None) -> dict[str, Any] | None:
+        if answer is None:
+            return None
+        values = parse_stats(answer[0])
+        if not self.serving_stats:
+            for key in SERVING_KEYS:
+                values.pop(key, None)
+        return values
 
     def gather(self) -> Gathered:
         answers = self.peers.ask_all()
@@ -164,7 +179,7 @@ class Gatherer:
             if snapshot is not None:
                 timing[shard] = snapshot
         return Gathered(
-            stats=None if stats is None else parse_stats(stats[0]),
+            stats=self.stats(stats),
             tubes=tubes,
             timing=timing,
             answered=set(answers),

@@ -147,6 +147,7 @@ class Supervisor:
         log.info("metrics on http://%s:%s/", host, port)
         roles = ",".join(child.name for child in self.children)
         options = {"serving": self.config.serving, "roles": roles, **self.common_options()}
+        options["no_serving_stats"] = not self.config.colocate  # no hosted shard brings them
         argv = child_argv("metrics", listen_fd=sock.fileno(), **options)
         return Child("metrics", argv, pass_fds=(sock.fileno(),))
 

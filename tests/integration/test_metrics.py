@@ -187,6 +187,28 @@ def test_health_is_503_while_a_shard_is_stopped(
     poll_for(lambda: http_get(port, "/health") == (200, b"ok\n"), timeout=15)
 
 
+def test_no_colocate_leaves_out_what_it_cannot_know(shardq_server: Callable[..., Any]) -> None:
+    """Without a hosted shard the serving process's counters reach `stats` only with a
+    client's own `stats`: the metrics leave them out (never 0), and the coordinator does
+    not trip over a question that brings none."""
+    server = shardq_server(shards=2, extra=("--no-colocate", "--metrics", "127.0.0.1:0"))
+    port = metrics_port(server.run_dir)
+    sock, expected = workload(server.port, 2)
+    got = scrape(port)
+    assert not any(name == "shardq_commands_total" for name, _ in got)
+    assert not any(name == "shardq_current_connections" for name, _ in got)
+    stats = yaml_of(ask(sock, "stats"))
+    assert got[("shardq_current_jobs", (("state", "ready"),))] == int(stats["current-jobs-ready"])
+    for tube in expected:
+        fields = yaml_of(ask(sock, f"stats-tube {tube}"))
+        label = (("tube", tube),)
+        assert got[("shardq_tube_jobs_total", label)] == int(fields["total-jobs"])
+    assert http_get(port, "/health") == (200, b"ok\n")
+    assert server.roles()["coordinator"] == server.wait_all_children()["coordinator"]
+    assert "Traceback" not in server.stderr()
+    sock.close()
+
+
 def test_a_killed_metrics_process_comes_back_on_the_same_port(
     shardq_server: Callable[..., Any],
 ) -> None:

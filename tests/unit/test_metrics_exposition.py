@@ -13,7 +13,7 @@ from shardq.metrics.exposition import render
 from shardq.metrics.gathered import Gathered, Proc, job_histograms, parse_stats
 from shardq.metrics.procstat import CLOCK_TICKS, parse_rss, parse_stat
 from shardq.metrics.summary import quantile, summary
-from shardq.protocol.stats_keys import CMD_KEYS, STATS_TUBE_KEYS
+from shardq.protocol.stats_keys import SERVING_KEYS, STATS_TUBE_KEYS
 
 STATS = (
     b"---\ncurrent-jobs-ready: 3\ncmd-put: 7\ncmd-delete: 2\ntotal-jobs: 7\nuptime: 12\n"
@@ -72,7 +72,7 @@ def test_exposition_parses_and_carries_the_stats_tubes_and_histograms() -> None:
     assert got[("shardq_commands_total", (("command", "put"),))] == 7
     assert got[("shardq_commands_total", (("command", "delete"),))] == 2
     commands = {labels[0][1] for name, labels in got if name == "shardq_commands_total"}
-    assert commands == {key.removeprefix("cmd-") for key in CMD_KEYS}
+    assert commands == {"put", "delete"}  # those the stats had
     assert got[("shardq_limit_hits_total", (("limit", "puts-refused"),))] == 4
     assert got[("shardq_limit_hits_total", (("limit", "connections-denied"),))] == 1
     assert got[("shardq_tube_current_jobs", (("state", "ready"), ("tube", "a")))] == 3
@@ -112,6 +112,15 @@ def test_health_names_each_problem() -> None:
     got = samples(render(view(stats=None, answered={0})))
     assert got[("shardq_healthy", ())] == 0
     assert not any(name == "shardq_current_jobs" for name, _ in got)  # nothing made up
+
+
+def test_numbers_that_cannot_be_had_are_left_out_not_zero() -> None:
+    stats = {k: v for k, v in parse_stats(STATS).items() if k not in SERVING_KEYS}
+    got = samples(render(view(stats=stats)))
+    assert not any(name == "shardq_commands_total" for name, _ in got)
+    assert not any(name == "shardq_current_connections" for name, _ in got)
+    assert ("shardq_limit_hits_total", (("limit", "puts-refused"),)) in got  # the quota's
+    assert got[("shardq_current_jobs", (("state", "ready"),))] == 3
 
 
 def test_histograms_of_the_same_tube_from_two_shards_add_up() -> None:
