@@ -107,7 +107,7 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
-        preload(self.metrics_listener is not None)  # once here: children are forked with it
+        preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = child_argv(
             "coordinator",
