@@ -137,3 +137,4 @@ STRESS_ARGS ?= --shards 2,4 --runs 100 --seconds 20
 .PHONY: stress
 stress: test-venv
 	$(BIN)/python tools/stress.py $(STRESS_ARGS)
+	SHARDQ_CHURN_LAYOUTS=all $(BIN)/pytest -q -n auto tests/integration/test_churn.py

@@ -212,6 +212,20 @@ def serve(
             "is on 127.0.0.1 [off].",
         ),
     ] = None,
+    kestrel_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--kestrel-listen", metavar="ADDR", help="Kestrel front-end address [127.0.0.1]."
+        ),
+    ] = None,
+    kestrel_port: Annotated[
+        str | None,
+        typer.Option(
+            "--kestrel-port",
+            metavar="PORT",
+            help="Serve Kestrel's memcache dialect on PORT (Kestrel's: 22133), 0 = any [off].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -250,6 +264,8 @@ def serve(
         "log_level": log_level,
         "log_format": log_format,
         "metrics_listen": metrics,
+        "kestrel_listen": kestrel_listen,
+        "kestrel_port": kestrel_port,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -72,6 +72,8 @@ FLAGS = {
     "log_level": "--log-level",
     "log_format": "--log-format",
     "metrics_listen": "--metrics",
+    "kestrel_listen": "--kestrel-listen",
+    "kestrel_port": "--kestrel-port",
 }
 
 

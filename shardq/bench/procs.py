@@ -23,11 +23,18 @@ import time
 from typing import IO
 
 from shardq.processes.child import role_of_pid
-from shardq.processes.supervisor import LISTENING
+from shardq.processes.supervisor import KESTREL_LISTENING, LISTENING
 
 #: ``shardq listening on HOST:PORT`` (`supervisor.LISTENING`), then an optional line end.
 _LISTENING = re.compile(
     re.escape(LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?\n?\Z"
+)
+
+
+#: ``shardq kestrel listening on HOST:PORT`` (`supervisor.KESTREL_LISTENING`): the second line
+#: of a server started with the Kestrel front-end.
+_KESTREL_LISTENING = re.compile(
+    re.escape(KESTREL_LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
 )
 
 
@@ -48,6 +55,36 @@ def listening_port(line: bytes | str, host: str = "127.0.0.1") -> int | None:
     if match is None or match["host"] != host:
         return None
     return int(match["port"])
+
+
+def kestrel_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
+    """The Kestrel port in a server's first stdout lines (``shardq kestrel listening on
+    HOST:PORT``) for `host`, else None."""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    match = _KESTREL_LISTENING.search(text)
+    if match is None or match["host"] != host:
+        return None
+    return int(match["port"])
+
+
+def read_lines(proc: subprocess.Popen[bytes], count: int, timeout: float) -> bytes:
+    """The first `count` lines of a server's stdout (the listening lines), waiting at most
+    `timeout` s; what arrived so far if they did not all come."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    data = b""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while data.count(b"\n") < count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not sel.select(remaining):
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data
 
 
 def read_line(proc: subprocess.Popen[bytes], timeout: float) -> bytes:

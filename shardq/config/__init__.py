@@ -48,6 +48,9 @@ YAML layout::
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
     metrics:
       listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
+    kestrel:
+      listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
+      port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _path,
     _poll_us,
     _port,
+    _port_or_null,
     _positive,
     _shards,
     _stats_yaml,
@@ -142,6 +146,8 @@ class Config:
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
+    kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
+    kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
@@ -178,9 +184,11 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
     "metrics_listen": ("metrics.listen", _host_port),
+    "kestrel_listen": ("kestrel.listen", _word),
+    "kestrel_port": ("kestrel.port", _port_or_null),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits", "log", "tls", "metrics")
+SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "metrics")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

@@ -103,6 +103,11 @@ def _port(where: str, value: Any, from_flag: bool) -> int:
     return _int(where, value, 0, 65535, from_flag)
 
 
+def _port_or_null(where: str, value: Any, from_flag: bool) -> int | None:
+    """A TCP port, or null (off)."""
+    return None if value is None else _port(where, value, from_flag)
+
+
 def _shards(where: str, value: Any, from_flag: bool) -> int:
     return _int(where, value, 1, MAX_SHARDS, from_flag)
 

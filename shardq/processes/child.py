@@ -42,11 +42,12 @@ from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
-ROLES = ("coordinator", "shard", "acceptor", "metrics")
+ROLES = ("coordinator", "shard", "acceptor", "kestrel", "metrics")
 ROLE_MODULES = (
     "shardq.processes.coordinator",
     "shardq.processes.shard",
     "shardq.processes.acceptor",
+    "shardq.processes.kestrel",
 )
 PR_SET_PDEATHSIG = 1
 
@@ -129,6 +130,9 @@ def _add_shard_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment-bytes", type=int, default=0)
     parser.add_argument("--fsync-ms", type=int, default=-1, help="-1: never fsync")
     parser.add_argument("--metrics", action="store_true", help="keep the metrics histograms")
+    parser.add_argument(
+        "--settle-from", default="", help="restarted: serving processes to wait for"
+    )
 
 
 def parser() -> argparse.ArgumentParser:
@@ -158,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
+    acceptor.add_argument("--private-fd", type=int, default=-1, help="the run dir's listener")
     _add_shard_store(acceptor)  # of the hosted shard
     metrics = roles.add_parser("metrics")
     _add_common(metrics)
@@ -169,6 +174,16 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the serving processes host no shard: their counters are not in its stats",
     )
+    kestrel = roles.add_parser("kestrel")
+    _add_common(kestrel)
+    kestrel.add_argument("--listen-fd", type=int, required=True)
+    kestrel.add_argument("--backend", required=True, help="the serving processes' unix socket")
+    kestrel.add_argument("--max-job-size", type=int, required=True)
+    kestrel.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    kestrel.add_argument("--max-jobs", type=int, default=0)
+    kestrel.add_argument("--max-memory", type=int, default=0)
+    kestrel.add_argument("--journal", action="store_true", help="the server keeps a log (-b)")
+    kestrel.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     return top
 
 
@@ -208,6 +223,7 @@ def run_shard(args: argparse.Namespace) -> None:
         args.events_dir,
         args.server_id,
         wal_args(args),
+        args.settle_from,
         args.metrics,
     )
 
@@ -223,9 +239,8 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tls = tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
     hosted = None
     if args.host is not None:
-        hosted = open_core(
-            args.host, args.shards, args.events_dir, args.server_id, wal_args(args), args.metrics
-        )
+        store = (args.events_dir, args.server_id, wal_args(args), args.settle_from)
+        hosted = open_core(args.host, args.shards, *store, args.metrics)
     acceptor_main(
         args.listen_fd,
         args.run_dir,
@@ -241,6 +256,35 @@ def run_acceptor(args: argparse.Namespace) -> None:
         args.max_output_bytes,
         tuple(n for n in args.allow.split(",") if n),
         tls,
+        args.private_fd,
+    )
+
+
+def kestrel_config(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """What `dump_config` shows for every queue, in Kestrel's names (the limits are the
+    server's, shared by every queue; 0 means none, shown as Kestrel's "infinite")."""
+    return [
+        ("max_items", args.max_jobs or 2147483647),
+        ("max_size", args.max_memory or 9223372036854775807),
+        ("max_item_size", args.max_job_size),
+        ("max_age", 0),
+        ("discard_old_when_full", "false"),
+        ("journal", "true" if args.journal else "false"),
+        ("sync_journal", "true" if args.sync_journal else "false"),
+        ("move_expired_to", "(none)"),
+    ]
+
+
+def run_kestrel(args: argparse.Namespace) -> None:
+    from shardq.processes.kestrel import main as kestrel_main
+
+    kestrel_main(
+        args.listen_fd,
+        args.backend,
+        args.max_job_size,
+        args.max_output_bytes,
+        kestrel_config(args),
+        os.getppid(),
     )
 
 
@@ -262,6 +306,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
     "shard": run_shard,
     "acceptor": run_acceptor,
     "metrics": run_metrics,
+    "kestrel": run_kestrel,
 }
 
 

@@ -26,7 +26,7 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
-from shardq.processes import lifeline, quota
+from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.zmqctx import context
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
@@ -212,10 +212,15 @@ class Coordinator:
         for s in self.shards:
             poller.register(s, zmq.POLLIN)
         index_of = {s: i for i, s in enumerate(self.shards)}
+        signalled = wakeup.install()
+        poller.register(signalled, zmq.POLLIN)
         while True:
             lifeline.check()
             self.resend_stale()
             for sock, _ in poller.poll(int(RESEND_AFTER_S * 1000)):
+                if sock == signalled:
+                    wakeup.drain(signalled)
+                    continue
                 while True:
                     try:
                         frames = sock.recv_multipart(zmq.NOBLOCK)

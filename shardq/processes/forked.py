@@ -34,6 +34,8 @@ COMM_BYTES = 15
 WAIT_STEP_S = 0.005  #: how often `wait` with a timeout looks again
 #: dispositions the supervisor sets that a child must not keep
 RESET_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD)
+#: held from before the fork until the child has reset its dispositions
+HELD_ACROSS_FORK = {*RESET_SIGNALS, signal.SIGINT}
 
 
 class TimeoutExpired(Exception):
@@ -108,13 +110,20 @@ def fork_child(label: str, pass_fds: Sequence[int], run: Callable[[], object]) -
     (which should not return; if it does, or raises, the child exits 1)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    # A signal that reaches the child before its dispositions are reset would run the
+    # supervisor's handler there and be lost (seen: a SIGTERM sent right after the fork left
+    # a serving process running until SIGKILL). Held across the fork, it waits in the
+    # child until the reset, then acts as on a fresh process.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_ACROSS_FORK)
     pid = os.fork()
     if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return Forked(pid)
     try:
         for signum in RESET_SIGNALS:
             signal.signal(signum, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         close_other_fds(pass_fds)
         set_name(comm_name(label))
         run()

@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import logging
 import signal
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,13 +24,14 @@ from typing import Any
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import tube_shard
+from shardq.cluster.routing import origin_of, tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
-from shardq.processes import lifeline, quota
+from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
+from shardq.processes.settling import Settling
 from shardq.processes.shard_ops import HANDLERS
 from shardq.processes.zmqctx import context
 from shardq.protocol import proto
@@ -44,6 +44,10 @@ MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
 Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
+#: ops that settling (a restarted shard, processes/settling.py) holds, drops or counts
+SETTLING_OPS = frozenset(
+    (ops.RESERVE, ops.RESERVE_JOB, ops.SETTLED, ops.CANCEL, ops.DISCONNECT, ops.RESET)
+)
 
 
 class ShardCore:
@@ -55,8 +59,12 @@ class ShardCore:
         owns_default: bool,
         events: EventLog | None = None,
         wal: Wal | None = None,
+        settle_from: set[int] | None = None,
         metrics: bool = False,
     ) -> None:
+        """`settle_from`: a restarted shard's serving processes that may still hold jobs of
+        it (see processes/settling.py); None or empty for a first start. `metrics`: keep the
+        histograms of the metrics endpoint (engine/timing.py)."""
         self.index = index
         self.engine = Engine(owns_default=owns_default)
         self.event_log = events
@@ -71,6 +79,9 @@ class ShardCore:
         #: limits.max_jobs / max_memory across the server (None: neither is set)
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
+        self.settling: Settling | None = None
+        if settle_from:
+            self.settling = Settling(settle_from, time.monotonic_ns())
         if metrics:
             self.enable_timing()
 
@@ -168,6 +179,8 @@ class ShardCore:
 
     def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
+        if self.settling is not None and op in SETTLING_OPS:
+            return self.while_settling(self.settling, peer, req)
         if op == ops.PUT and not self.admit(len(args[6])):
             return [proto.OUT_OF_MEMORY]  # not taken
         if op == ops.RESERVE:
@@ -182,6 +195,8 @@ class ShardCore:
         if op == ops.COUNTS and self.host_fields is not None:
             counts = ops.op_counts(self.engine, conn, args, now)
             return [*counts, self.host_fields()]
+        if op == ops.SETTLED:
+            return None  # not settling (a first start, or settled already)
         if op == ops.CANCEL:
             if self.engine.cancel(rid):
                 self.waiting_peer.pop(rid, None)
@@ -189,8 +204,40 @@ class ShardCore:
             return [CANCELLED]  # no offer for this rid can follow
         return HANDLERS[op](self.engine, conn, args, now)
 
+    def while_settling(self, settling: Settling, peer: bytes, req: list[Any]) -> list[Any] | None:
+        """A request that settling changes: a reserve is held, a cancel may withdraw a held
+        reserve, a close or a restarted serving process drops theirs, SETTLED counts."""
+        op, rid, conn = req[0], req[1], req[2]
+        if op in (ops.RESERVE, ops.RESERVE_JOB):
+            settling.hold(peer, req)
+            return None  # answered when settled (a waiter's answer comes the same way)
+        if op == ops.SETTLED:
+            settling.settled(conn)
+            return None
+        if op == ops.CANCEL and settling.drop_rid(rid):
+            return [CANCELLED]
+        if op == ops.DISCONNECT:
+            settling.drop_conn(conn)
+        elif op == ops.RESET:
+            settling.drop_origin(origin_of(conn))
+        self.settling = None  # apply it as usual
+        try:
+            return self.apply(peer, req, time.monotonic_ns())
+        finally:
+            self.settling = settling
+
+    def release_held(self, now: int, out: Outbox) -> None:
+        """Settled: the held requests run now, in the order they came."""
+        settling, self.settling = self.settling, None
+        assert settling is not None
+        log.info("shard %d: settled; %d held reserve(s) run now", self.index, len(settling.held))
+        for peer, req in settling.held:
+            self.handle_into(peer, req, now, out)
+
     def take_events(self, now: int, out: Outbox) -> None:
         """Run the timers; what the engine answered on its own goes into `out`."""
+        if self.settling is not None and self.settling.done(now):
+            self.release_held(now, out)
         engine = self.engine
         engine.tick(now)
         if engine.events:
@@ -224,6 +271,8 @@ class ShardCore:
     def next_wakeup(self) -> int | None:
         """Monotonic ns of the next timer: the engine's, or the log's next sync."""
         wake = self.engine.next_wakeup()
+        if self.settling is not None:
+            wake = self.settling.until if wake is None else min(wake, self.settling.until)
         if self.wal is not None:
             due = self.wal.sync_due(time.monotonic())
             if due is not None:
@@ -245,6 +294,7 @@ def open_core(
     events_dir: str,
     server_id: str,
     wal_args: list[str],
+    settle_from: str = "",
     metrics: bool = False,
 ) -> ShardCore:
     """A shard's core from its command-line arguments (see supervisor.shard_args);
@@ -254,7 +304,9 @@ def open_core(
     if wal_args:
         wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
         wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
-    return ShardCore(index, tube_shard("default", shards) == index, events, wal, metrics)
+    origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
+    owns_default = tube_shard("default", shards) == index
+    return ShardCore(index, owns_default, events, wal, origins, metrics)
 
 
 class ShardServer:
@@ -266,6 +318,15 @@ class ShardServer:
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.linger = 0
         self.sock.bind(endpoint)
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+        self.wakeup = -1  # see `watch_signals`
+
+    def watch_signals(self) -> None:
+        """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
+        shard hosted in a serving process (whose loop polls its own pipe)."""
+        self.wakeup = wakeup.install()
+        self.poller.register(self.wakeup, zmq.POLLIN)
 
     def receive(self) -> list[tuple[bytes, list[Any]]]:
         """The batches the socket holds (a bounded number of messages), with their peers."""
@@ -299,7 +360,9 @@ class ShardServer:
     def turn(self, timeout_ms: int | None) -> None:
         core = self.core
         out: dict[bytes, list] = {}
-        if self.sock.poll(timeout_ms):
+        if self.poller.poll(timeout_ms):
+            if self.wakeup >= 0:
+                wakeup.drain(self.wakeup)
             now = time.monotonic_ns()
             core.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
             self.take_messages(now, out)
@@ -324,12 +387,14 @@ def main(
     events_dir: str,
     server_id: str,
     wal_args: list[str],
+    settle_from: str = "",
     metrics: bool = False,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    core = open_core(index, shards, events_dir, server_id, wal_args, metrics)
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
+    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
+    server.watch_signals()
     try:
         server.serve_forever()
     finally:

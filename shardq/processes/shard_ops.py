@@ -46,6 +46,8 @@ RESET          (none; conn = the process's index)     no reply (a restarted serv
 METRICS        (none)                                 [[stats-tube values of every tube],
                                                       timing snapshot or None] (the
                                                       metrics process; engine/timing.py)
+SETTLED        (none; conn = the process's index)     no reply (after its REASSERTs to a
+                                                      restarted shard: processes/settling.py)
 =============  =====================================  ==============================
 """
 
@@ -246,6 +248,8 @@ def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
     e.forget_connections(now, origin, belongs)
 
 
+SETTLED = 27  # handled by ShardCore.apply: a serving process has claimed its jobs again
+
 LIST = 23
 
 
@@ -253,7 +257,7 @@ def op_list(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
     return [e.list_tubes()]
 
 
-METRICS = 27
+METRICS = 28
 
 
 def op_metrics(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:

@@ -281,24 +281,3 @@ def make_private(where: str, path: str) -> None:
         os.chmod(path, 0o700)
     except OSError as e:
         raise StartupError(f"{where}: {path} cannot be made private: {e.strerror}") from None
-
-
-class LayoutError(Exception):
-    """The log directory was written with another number of shards."""
-
-
-def check_layout(wal_dir: str, shards: int) -> None:
-    """Tubes are spread by crc32(name) % shards: a log written with N shards needs N shards."""
-    path = os.path.join(wal_dir, "layout")
-    try:
-        with open(path) as f:
-            written = int(f.read().split("=")[1])
-    except FileNotFoundError:
-        with open(path, "w") as f:
-            f.write(f"shards={shards}\n")
-        return
-    if written != shards:
-        raise LayoutError(
-            f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
-            "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
-        )

@@ -15,7 +15,6 @@ to every child (``--verbose``), so `-V` reaches every process. Its one line on s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -27,19 +26,20 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
+from shardq.processes import children as roles
 from shardq.processes import live, quota
-from shardq.processes.child import child_argv, preload, run_and_exit
-from shardq.processes.forked import Forked, TimeoutExpired, fork_child
+from shardq.processes.child import preload
+from shardq.processes.children import PRIVATE_SOCKET, Child, LayoutError, check_layout
+from shardq.processes.forked import TimeoutExpired
 from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
 from shardq.processes.spawn import python_m
-from shardq.processes.startup import LayoutError, StartupError, become, check_layout, find_user
+from shardq.processes.startup import StartupError, become, find_user
 
 STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
 START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
@@ -47,37 +47,17 @@ CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
 #: held from the exec until `run` handles them (SIGHUP would end a process with no handler)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-#: children start with these blocked and unblock them once their handlers are in place
-CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
+#: The second line, with the Kestrel front-end on (`shardq.bench.procs.kestrel_port`).
+KESTREL_LISTENING = "shardq kestrel listening on {host}:{port}"
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Child:
-    """One supervised process: how to start it and its current incarnation."""
-
-    name: str
-    argv: list[str]
-    pass_fds: tuple[int, ...] = ()
-    proc: Forked | None = None
-    started: float = 0.0
-    quick_restarts: int = 0
-    extra: list[str] = field(default_factory=list)
-    live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
-
-    def start(self) -> None:
-        # Children start with SIGUSR1 and SIGHUP blocked and unblock them once their handlers
-        # are in place, so a drain or reload during their start-up is delivered, not fatal.
-        signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
-        try:
-            argv = self.argv + self.extra + self.live_args
-            self.proc = fork_child(self.name, self.pass_fds, functools.partial(run_and_exit, argv))
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
-        self.started = time.monotonic()
+class ListenError(Exception):
+    """A front-end's (Kestrel) or the metrics endpoint's address cannot be listened on
+    (str(): one line)."""
 
 
 class Supervisor:
@@ -93,9 +73,9 @@ class Supervisor:
             self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         else:
             self.listener = socket.socket(fileno=listen_fd)
-        self.metrics_listener = None  # the metrics endpoint's HTTP port (metrics.listen)
-        if config.metrics_listen is not None:
-            self.metrics_listener = bind_listener(*split_host_port(config.metrics_listen))
+        self.metrics: socket.socket | None = None  # the metrics endpoint's HTTP port
+        if config.metrics_listen is not None:  # bound before -u, as the beanstalk port
+            self.metrics = bind_metrics(config.metrics_listen)
         if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
             become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
@@ -107,101 +87,82 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
+        self.kestrel: socket.socket | None = None  # the Kestrel front-end's listening socket
+        self.private: socket.socket | None = None  # the run dir's socket it reaches us on
+        if config.kestrel_port is not None:
+            self.bind_kestrel()
         preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
-        coordinator = child_argv(
-            "coordinator",
-            state_dir=self.state_dir,
-            segment_bytes=config.segment_bytes,
-            **self.common_options(),
-        )
+        coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
         self.children = [Child("coordinator", coordinator)]
-        hosted = {self.hosted_shard(i) for i in range(config.serving)}
+        hosted = {roles.hosted_shard(config, i) for i in range(config.serving)}
         self.children += [
-            Child(f"shard {i}", child_argv("shard", i, **self.common_options(), **self.store(i)))
+            Child(
+                f"shard {i}",
+                roles.shard_argv(config, self.run_dir, i),
+                restart_args=roles.settle_args(config, None),
+            )
             for i in range(config.shards)
             if i not in hosted
         ]
-        fd = self.listener.fileno()
         self.ready_r, self.ready_w = os.pipe()
         self.acceptors = [
             Child(
                 "acceptor" if config.serving == 1 else f"acceptor {i}",
                 self.acceptor_argv(i, self.ready_w),
-                pass_fds=(fd, self.ready_w),
+                pass_fds=(*self.listen_fds(), self.ready_w),
+                restart_args=roles.settle_args(config, i) if i in hosted else [],
             )
             for i in range(config.serving)
         ]
         self.children += self.acceptors
-        if self.metrics_listener is not None:
-            self.children.append(self.metrics_child(self.metrics_listener))
+        self.frontends: list[Child] = []  # stopped with the acceptors, before the shards
+        if self.kestrel is not None:
+            fd = self.kestrel.fileno()
+            argv = roles.kestrel_argv(config, self.run_dir, fd)
+            self.frontends.append(Child("kestrel", argv, (fd,)))
+        self.children += self.frontends
+        if self.metrics is not None:
+            self.children.append(self.metrics_child(self.metrics))
 
     def metrics_child(self, sock: socket.socket) -> Child:
-        """The metrics process, given the HTTP port and the roles that must run; the port
-        it got is written to RUN_DIR/metrics-address (with port 0, which one) and logged."""
+        """The metrics process, last: the HTTP port and the roles that must run. The port is
+        written to RUN_DIR/metrics-address (with port 0, which one) and logged."""
         host, port = listening_address(sock)
         path = os.path.join(self.run_dir, ADDRESS_FILE)
         with open(path + ".tmp", "w") as f:
             f.write(f"{host}:{port}\n")
         os.replace(path + ".tmp", path)
         log.info("metrics on http://%s:%s/", host, port)
-        roles = ",".join(child.name for child in self.children)
-        options = {"serving": self.config.serving, "roles": roles, **self.common_options()}
-        options["no_serving_stats"] = not self.config.colocate  # no hosted shard brings them
-        argv = child_argv("metrics", listen_fd=sock.fileno(), **options)
-        return Child("metrics", argv, pass_fds=(sock.fileno(),))
+        names = [child.name for child in self.children]
+        argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
+        return Child("metrics", argv, (sock.fileno(),))
 
-    def hosted_shard(self, index: int) -> int | None:
-        """The shard serving process `index` runs in its own process (`colocate`): shard
-        `index`, or none."""
-        return index if self.config.colocate else None
-
-    def common_options(self) -> dict[str, object]:
-        """What every child is told: the run directory, the shard count, the -V count."""
-        return {
-            "run_dir": self.run_dir,
-            "shards": self.config.shards,
-            "verbose": self.config.verbose,
-            "log_level": self.config.log_level,
-            "log_format": self.config.log_format,
-            "stats_yaml": self.config.stats_yaml,
-        }
-
-    def store(self, shard: int) -> dict[str, object]:
-        """A shard's options besides its place: event log directory, server id, and its
-        write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
+    def bind_kestrel(self) -> None:
+        """The Kestrel front-end's listening socket (kestrel.listen, kestrel.port), and the
+        unix socket in the run directory through which it reaches the serving processes
+        whatever the public port asks (TLS, allow-list)."""
         cfg = self.config
-        options: dict[str, object] = {
-            "events_dir": cfg.events_dir,
-            "server_id": cfg.server_id,
-            "metrics": cfg.metrics_listen is not None,  # keep the histograms /metrics serves
-        }
-        if cfg.wal_dir is not None:
-            options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
-            options["segment_bytes"] = cfg.segment_bytes
-            options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
-        return options
+        assert cfg.kestrel_port is not None
+        try:
+            self.kestrel = bind_listener(cfg.kestrel_listen, cfg.kestrel_port)
+        except OSError as e:
+            where = describe(cfg.kestrel_listen, cfg.kestrel_port)
+            if self.own_run_dir:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise ListenError(f"kestrel: cannot listen on {where}: {e.strerror}") from None
+        path = os.path.join(self.run_dir, PRIVATE_SOCKET)
+        self.private = bind_listener(f"unix:{path}", 0)
+
+    def listen_fds(self) -> tuple[int, ...]:
+        """What every serving process is given: the public socket, and the private one."""
+        fds = (self.listener.fileno(),)
+        return fds if self.private is None else (*fds, self.private.fileno())
 
     def acceptor_argv(self, index: int, ready_fd: int) -> list[str]:
-        hosted = self.hosted_shard(index)
-        return child_argv(
-            "acceptor",
-            index=index,
-            serving=self.config.serving,
-            listen_fd=self.listener.fileno(),
-            max_job_size=self.config.max_job_size,
-            poll_us=self.config.poll_us,
-            max_connections=self.config.max_connections,  # each takes ceil(N / serving)
-            max_output_bytes=self.config.max_output_bytes,
-            allow=",".join(self.config.allow),
-            tls_cert=self.config.tls_cert,
-            tls_key=self.config.tls_key,
-            tls_client_ca=self.config.tls_client_ca,
-            ready_fd=ready_fd,
-            host=hosted,
-            **self.common_options(),
-            **(self.store(hosted) if hosted is not None else {}),
-        )
+        private = None if self.private is None else self.private.fileno()
+        fd = self.listener.fileno()
+        return roles.acceptor_argv(self.config, self.run_dir, index, ready_fd, fd, private)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -221,11 +182,15 @@ class Supervisor:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since exec_supervisor
         try:
             for child in self.children:
-                child.start()
+                if not self.stopping:  # told to stop while starting: start no more
+                    child.start()
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = listening_address(self.listener)
             print(LISTENING.format(host=host, port=port), flush=True)
+            if self.kestrel is not None:
+                host, port = listening_address(self.kestrel)
+                print(KESTREL_LISTENING.format(host=host, port=port), flush=True)
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),
@@ -293,7 +258,7 @@ class Supervisor:
         for i, acceptor in enumerate(self.acceptors):
             # a restarted serving process has no start-up pipe to write to
             acceptor.argv = self.acceptor_argv(i, -1)
-            acceptor.pass_fds = (self.listener.fileno(),)
+            acceptor.pass_fds = self.listen_fds()
         deadline = time.monotonic() + START_TIMEOUT_S
         lines = 0
         while not self.stopping and time.monotonic() < deadline:
@@ -320,13 +285,14 @@ class Supervisor:
                 "%s (pid %d) exited with status %s; restarting", child.name, child.proc.pid, code
             )
             time.sleep(delay)
-            child.start()
+            child.start(again=True)
 
     def stop(self) -> None:
         """The acceptor first (no new commands), then the shards (they sync their logs)."""
         deadline = time.monotonic() + STOP_GRACE_S
-        rest = [c for c in self.children if c not in self.acceptors]
-        for group in (self.acceptors, rest):
+        first = self.acceptors + self.frontends
+        rest = [c for c in self.children if c not in first]
+        for group in (first, rest):
             running = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
             for proc in running:
                 proc.send_signal(signal.SIGTERM)
@@ -334,17 +300,28 @@ class Supervisor:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
                 except TimeoutExpired:
+                    log.warning("pid %d did not stop within %.0f s; killed", proc.pid, STOP_GRACE_S)
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)
-        if self.metrics_listener is not None:
-            self.metrics_listener.close()
+        for extra in (self.kestrel, self.private, self.metrics):
+            if extra is not None:
+                close_listener(extra)
         if self.own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
             for name in os.listdir(self.run_dir):
                 if name in ("coordinator", ADDRESS_FILE) or name.startswith(("shard-", "handoff-")):
                     os.unlink(os.path.join(self.run_dir, name))
+
+
+def bind_metrics(address: str) -> socket.socket:
+    """The metrics endpoint's listening socket (start.py tried it already: this fails only
+    if the address was taken meanwhile)."""
+    try:
+        return bind_listener(*split_host_port(address))
+    except OSError as e:
+        raise ListenError(f"metrics.listen: cannot listen on {address}: {e.strerror}") from None
 
 
 def serve(
@@ -358,6 +335,9 @@ def serve(
     except (LayoutError, StartupError) as e:
         log.error("%s", e)
         return 2
+    except ListenError as e:
+        log.error("%s", e)
+        return 1
     except OSError as e:
         log.error("cannot listen on %s: %s", describe(config.listen, config.port), e.strerror)
         return 1

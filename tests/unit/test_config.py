@@ -261,3 +261,16 @@ def test_bad_limits_name_their_key():
     message = error_of("limits:\n  max_jobz: 1\n")
     assert message.startswith("config: limits.max_jobz: unknown key"), message
     assert "max_connections, max_output_bytes" in message
+
+
+def test_kestrel_is_off_by_default_and_named_in_errors() -> None:
+    from shardq.config import ConfigError, load_config
+
+    assert load_config(None).kestrel_port is None
+    config = load_config("kestrel:\n  listen: 0.0.0.0\n  port: 22133\n")
+    assert (config.kestrel_listen, config.kestrel_port) == ("0.0.0.0", 22133)
+    assert load_config(None, {"kestrel_port": "0"}).kestrel_port == 0
+    with pytest.raises(ConfigError, match=r"^config: kestrel.port: must be an integer"):
+        load_config("kestrel: {port: '22133'}\n")
+    with pytest.raises(ConfigError, match=r"kestrel.nope: unknown key"):
+        load_config("kestrel: {nope: 1}\n")

@@ -41,6 +41,13 @@ BIG_REPLIES = (c.Peek, c.PeekReady, c.PeekDelayed, c.PeekBuried)
 log = logging.getLogger(__name__)
 
 
+class PrivateListener:
+    """The selector's mark for the run directory's unix socket (`Acceptor.private`)."""
+
+
+PRIVATE = PrivateListener()
+
+
 def reply(self: Acceptor, conn: Conn, data: bytes) -> None:
     """Answer the current command and let the connection go on to its next one."""
     conn.step("answer")
@@ -125,17 +132,21 @@ def pause_input(self: Acceptor, conn: Conn) -> None:
         self.interest(conn)
 
 
-def accept(self: Acceptor) -> None:
+def accept(self: Acceptor, private: bool = False) -> None:
     """Take the connections waiting on the shared listening socket. With several serving
     processes at most ACCEPT_SHARE per turn: the others are woken too, and a process
     that is busy comes back for more only after a turn, so new connections go mostly to
-    the processes with time for them instead of all to whichever woke first."""
+    the processes with time for them instead of all to whichever woke first.
+    `private`: from the run directory's unix socket (the server's own front-ends, such as
+    Kestrel's): neither TLS nor the allow-list applies; the connection limit does."""
+    listener = self.private if private and self.private is not None else self.listener
+    tls = None if private else self.tls
     for _ in range(ACCEPT_SHARE if self.serving > 1 else ACCEPT_ALL):
         if len(self.conns) >= self.max_clients:  # keep descriptors for ZeroMQ and the log
             self.pause_accepting(OSError(errno.EMFILE, "Too many open files (reserve kept)"))
             return
         try:
-            sock, _ = self.listener.accept()
+            sock, _ = listener.accept()
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
@@ -145,7 +156,7 @@ def accept(self: Acceptor) -> None:
             if e.errno == errno.ECONNABORTED:
                 continue
             raise
-        if self.allow and not allowed(self.allow, sock):  # --allow
+        if self.allow and not private and not allowed(self.allow, sock):  # --allow
             self.connections_denied += 1
             sock.close()
             continue
@@ -156,10 +167,10 @@ def accept(self: Acceptor) -> None:
         sock.setblocking(False)
         if sock.family != socket.AF_UNIX:  # `-l unix:PATH`
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.tls is not None:
-            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        if tls is not None:
+            sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         conn = Conn(self.next_conn, sock, self.max_job_size)
-        if self.tls is not None:
+        if tls is not None:
             conn.handshaking = True  # done in read(), as the client's messages come
             conn.moves = MAX_MOVES  # TLS state cannot be handed to another process
         self.next_conn += MAX_SERVING
@@ -180,8 +191,10 @@ def pause_accepting(self: Acceptor, error: OSError) -> None:
     if not self.accept_paused_until:
         log.warning("accept(): %s; new connections wait while we are out of them", error.strerror)
     self.accept_paused_until = time.monotonic() + ACCEPT_PAUSE_S
-    with contextlib.suppress(KeyError, ValueError):
-        self.sel.unregister(self.listener)
+    for listener in (self.listener, self.private):
+        if listener is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(listener)
 
 
 def resume_accepting(self: Acceptor) -> None:
@@ -189,6 +202,8 @@ def resume_accepting(self: Acceptor) -> None:
     if self.accept_paused_until and time.monotonic() >= self.accept_paused_until:
         self.accept_paused_until = 0.0
         self.sel.register(self.listener, selectors.EVENT_READ, None)
+        if self.private is not None:
+            self.sel.register(self.private, selectors.EVENT_READ, PRIVATE)
 
 
 def read(self: Acceptor, conn: Conn) -> None:

@@ -24,15 +24,11 @@ other processes), clients.py (client sockets), handlers.py (the commands), cross
 
 from __future__ import annotations
 
-import contextlib
-import os
 import resource
 import selectors
-import signal
 import socket
 import ssl
 import struct
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -42,7 +38,7 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
-from shardq.processes import lifeline, live
+from shardq.processes import lifeline, live, wakeup
 from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.listener import Network, parse_networks
@@ -155,6 +151,9 @@ class Acceptor:
         self.serving = serving
         self.listener = socket.socket(fileno=listen_fd)
         self.listener.setblocking(False)
+        # the run directory's unix socket, for the server's own front-ends (Kestrel): no TLS,
+        # no allow-list (only the server's user can open the run directory)
+        self.private: socket.socket | None = None
         self.shard_count = shards
         self.max_job_size = max_job_size
         self.ctx = context()
@@ -292,6 +291,8 @@ class Acceptor:
             data = key.data
             if data is None:
                 self.accept()
+            elif data is clients.PRIVATE:
+                self.accept(private=True)
             elif type(data) is Conn:
                 if mask & selectors.EVENT_WRITE:
                     self.write(data)
@@ -299,6 +300,8 @@ class Acceptor:
                     self.read(data)
             elif type(data) is handoff.Inbox:
                 inbox = data
+            elif data is wakeup.SIGNALLED:
+                wakeup.drain(key.fd)
             else:
                 self.touched.add(data)  # a ZeroMQ socket
         if inbox is not None:  # after the clients: a close they sent is seen before
@@ -389,58 +392,3 @@ class Acceptor:
         while True:
             lifeline.check()
             self.turn()
-
-
-def main(
-    listen_fd: int,
-    run_dir: str,
-    shards: int,
-    max_job_size: int,
-    ready_fd: int,
-    draining: bool,
-    hosted: ShardCore | None = None,
-    poll_us: int = 100,
-    index: int = 0,
-    serving: int = 1,
-    max_connections: int = 0,
-    max_output_bytes: int = 4 << 20,
-    allow: tuple[str, ...] = (),
-    tls: ssl.SSLContext | None = None,
-) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    acceptor = Acceptor(
-        listen_fd,
-        run_dir,
-        shards,
-        max_job_size,
-        hosted,
-        index,
-        serving,
-        max_connections,
-        max_output_bytes,
-    )
-    acceptor.spin_s = poll_us / 1e6
-    acceptor.allow = parse_networks(allow)
-    acceptor.tls = tls
-    live.on_change(acceptor.take_limits)
-    acceptor.draining = draining
-    acceptor.ready_fd = ready_fd
-
-    def drain(*_: Any) -> None:
-        acceptor.draining = True
-
-    signal.signal(signal.SIGUSR1, drain)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # blocked by the supervisor
-    try:
-        acceptor.serve_forever()
-    finally:
-        for s in acceptor.socks.values():
-            s.close(0)
-        acceptor.listener.close()
-        if serving > 1:
-            with contextlib.suppress(OSError):
-                os.unlink(handoff.handoff_path(run_dir, index))
-        if acceptor.hosted is not None:
-            acceptor.hosted.sock.close(0)
-            acceptor.hosted.core.close()

@@ -15,6 +15,7 @@ from shardq.cluster.routing import MAX_SERVING
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
 from shardq.processes import shard_ops as ops
+from shardq.processes.acceptor.clients import PRIVATE
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.acceptor.handlers import PIPELINED
 
@@ -134,6 +135,8 @@ def maybe_ready(self: Acceptor) -> None:
         return
     self.accepting = True
     self.sel.register(self.listener, selectors.EVENT_READ, None)
+    if self.private is not None:
+        self.sel.register(self.private, selectors.EVENT_READ, PRIVATE)
     if self.ready_fd >= 0:
         os.write(self.ready_fd, b"ready\n")
         os.close(self.ready_fd)
@@ -169,6 +172,7 @@ def resync(self: Acceptor, target: int) -> None:
             for job_id, deadline in conn.reserved.items():
                 if deadline >= now and self.job_shard(job_id) == target:
                     refs.append([ops.REASSERT, 0, conn.id, job_id, deadline])
+        refs.append([ops.SETTLED, 0, self.index])  # a restarted shard may hand out jobs now
     self.reask_offers(target)
     resend = []
     for rid, (t, req) in sorted(self.inflight.items()):

@@ -1,0 +1,184 @@
+"""The supervisor's children: what each is started with, and one incarnation of each.
+
+`Child` is one supervised process (its name, argv and current `Forked` handle); the
+`*_argv` functions build a role's command line from the config (`child.child_argv` turns
+the options into the flags `child.parse` reads), so the supervisor only decides when to
+start, restart and stop them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+from shardq.config import Config
+from shardq.processes.child import child_argv, run_and_exit
+from shardq.processes.forked import Forked, fork_child
+
+#: children start with these blocked and unblock them once their handlers are in place
+CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
+#: the unix socket in the run directory through which front-ends reach the serving processes
+PRIVATE_SOCKET = "beanstalk.sock"
+
+
+@dataclass
+class Child:
+    """One supervised process: how to start it and its current incarnation."""
+
+    name: str
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    proc: Forked | None = None
+    started: float = 0.0
+    quick_restarts: int = 0
+    extra: list[str] = field(default_factory=list)
+    live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
+    restart_args: list[str] = field(default_factory=list)  # added when started again
+
+    def start(self, again: bool = False) -> None:
+        """Fork it; `again`: a restart (its shard settles first: processes/settling.py)."""
+        # Children start with SIGUSR1 and SIGHUP blocked and unblock them once their handlers
+        # are in place, so a drain or reload during their start-up is delivered, not fatal.
+        signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
+        try:
+            argv = self.argv + self.extra + self.live_args
+            if again:
+                argv += self.restart_args
+            self.proc = fork_child(self.name, self.pass_fds, functools.partial(run_and_exit, argv))
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
+        self.started = time.monotonic()
+
+
+class LayoutError(Exception):
+    """The log directory was written with another number of shards."""
+
+
+def check_layout(wal_dir: str, shards: int) -> None:
+    """Tubes are spread by crc32(name) % shards: a log written with N shards needs N shards."""
+    path = os.path.join(wal_dir, "layout")
+    try:
+        with open(path) as f:
+            written = int(f.read().split("=")[1])
+    except FileNotFoundError:
+        with open(path, "w") as f:
+            f.write(f"shards={shards}\n")
+        return
+    if written != shards:
+        raise LayoutError(
+            f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
+            "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
+        )
+
+
+def hosted_shard(cfg: Config, index: int) -> int | None:
+    """The shard serving process `index` runs in its own process (`colocate`): shard
+    `index`, or none."""
+    return index if cfg.colocate else None
+
+
+def common_options(cfg: Config, run_dir: str) -> dict[str, object]:
+    """What every child is told: the run directory, the shard count, the -V count."""
+    return {
+        "run_dir": run_dir,
+        "shards": cfg.shards,
+        "verbose": cfg.verbose,
+        "log_level": cfg.log_level,
+        "log_format": cfg.log_format,
+        "stats_yaml": cfg.stats_yaml,
+    }
+
+
+def store(cfg: Config, shard: int) -> dict[str, object]:
+    """A shard's options besides its place: event log directory, server id, and its
+    write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
+    options: dict[str, object] = {
+        "events_dir": cfg.events_dir,
+        "server_id": cfg.server_id,
+        "metrics": cfg.metrics_listen is not None,  # keep the histograms /metrics serves
+    }
+    if cfg.wal_dir is not None:
+        options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
+        options["segment_bytes"] = cfg.segment_bytes
+        options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
+    return options
+
+
+def settle_args(cfg: Config, host: int | None) -> list[str]:
+    """What a restarted shard is told: the serving processes whose clients may still hold
+    its jobs — all of them, but the one it runs in (that one restarted with it)."""
+    others = [str(i) for i in range(cfg.serving) if i != host]
+    return [f"--settle-from={','.join(others)}"] if others else []
+
+
+def coordinator_argv(cfg: Config, run_dir: str, state_dir: str) -> list[str]:
+    return child_argv(
+        "coordinator",
+        state_dir=state_dir,
+        segment_bytes=cfg.segment_bytes,
+        **common_options(cfg, run_dir),
+    )
+
+
+def shard_argv(cfg: Config, run_dir: str, shard: int) -> list[str]:
+    return child_argv("shard", shard, **common_options(cfg, run_dir), **store(cfg, shard))
+
+
+def acceptor_argv(
+    cfg: Config, run_dir: str, index: int, ready_fd: int, listen_fd: int, private_fd: int | None
+) -> list[str]:
+    """Serving process `index`: the listening socket(s), its limits, TLS, and the shard it
+    hosts with that shard's options."""
+    hosted = hosted_shard(cfg, index)
+    return child_argv(
+        "acceptor",
+        index=index,
+        serving=cfg.serving,
+        listen_fd=listen_fd,
+        max_job_size=cfg.max_job_size,
+        poll_us=cfg.poll_us,
+        max_connections=cfg.max_connections,  # each takes ceil(N / serving)
+        max_output_bytes=cfg.max_output_bytes,
+        allow=",".join(cfg.allow),
+        tls_cert=cfg.tls_cert,
+        tls_key=cfg.tls_key,
+        tls_client_ca=cfg.tls_client_ca,
+        ready_fd=ready_fd,
+        private_fd=private_fd,
+        host=hosted,
+        **common_options(cfg, run_dir),
+        **(store(cfg, hosted) if hosted is not None else {}),
+    )
+
+
+def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
+    """The Kestrel front-end: its listening socket, and the run dir's private socket."""
+    return child_argv(
+        "kestrel",
+        listen_fd=listen_fd,
+        backend=os.path.join(run_dir, PRIVATE_SOCKET),
+        max_job_size=cfg.max_job_size,
+        max_output_bytes=cfg.max_output_bytes,
+        max_jobs=cfg.max_jobs,
+        max_memory=cfg.max_memory,
+        journal=cfg.wal_dir is not None,
+        sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+        **common_options(cfg, run_dir),
+    )
+
+
+def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:
+    """The metrics process: its HTTP socket, and the role labels that must run (/health).
+    Without a hosted shard (--no-colocate) the serving processes' counters never reach its
+    `stats`: it leaves them out."""
+    return child_argv(
+        "metrics",
+        listen_fd=listen_fd,
+        serving=cfg.serving,
+        roles=",".join(names),
+        no_serving_stats=not cfg.colocate,
+        **common_options(cfg, run_dir),
+    )

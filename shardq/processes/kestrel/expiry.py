@@ -1,0 +1,54 @@
+"""Expiry times of the items set through the Kestrel door.
+
+A beanstalk job has no expiry, so the front-end keeps one for each job a Kestrel ``set``
+gave one: job id -> (unix ms, queue), and a heap by time for the janitor, which deletes
+jobs as they expire. In this process's memory only: lost when the front-end or the server
+restarts (the jobs then stay, without expiry), and never known for jobs put through the
+beanstalk door. Entries go when the job is got, deleted or expired, so the book holds at
+most one entry per live job that was set with an expiry.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+
+class ExpiryBook:
+    def __init__(self) -> None:
+        self.at: dict[int, tuple[int, str]] = {}  # job id -> (expiry, unix ms; queue)
+        self.heap: list[tuple[int, int]] = []  # (expiry, job id); stale entries skipped
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def add(self, job: int, expires_ms: int, queue: str) -> None:
+        self.at[job] = (expires_ms, queue)
+        heapq.heappush(self.heap, (expires_ms, job))
+
+    def forget(self, job: int) -> None:
+        self.at.pop(job, None)
+
+    def expired(self, job: int, now_ms: int) -> bool:
+        entry = self.at.get(job)
+        return entry is not None and entry[0] <= now_ms
+
+    def queue_of(self, job: int) -> str:
+        entry = self.at.get(job)
+        return entry[1] if entry is not None else ""
+
+    def next_due(self) -> int | None:
+        """The earliest expiry (unix ms) still in the book, or None."""
+        while self.heap and self.heap[0][1] not in self.at:
+            heapq.heappop(self.heap)
+        return self.heap[0][0] if self.heap else None
+
+    def due(self, now_ms: int, most: int) -> list[int]:
+        """Up to `most` jobs past their expiry, taken off the heap (they stay in the book
+        until `forget`)."""
+        jobs: list[int] = []
+        while self.heap and len(jobs) < most and self.heap[0][0] <= now_ms:
+            expires, job = heapq.heappop(self.heap)
+            entry = self.at.get(job)
+            if entry is not None and entry[0] == expires:
+                jobs.append(job)
+        return jobs

@@ -1,0 +1,66 @@
+"""Beanstalk replies as a client reads them, sans-IO: bytes in, (line, body) out.
+
+The server's own processes that speak beanstalk as clients (the Kestrel front-end) read
+their answers with this. A reply is one CRLF-terminated line; ``RESERVED <id> <n>``,
+``FOUND <id> <n>`` and ``OK <n>`` are followed by n bytes of body and a CRLF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Replies followed by a body, and the index of the word that gives its size.
+_BODY_SIZE = {b"RESERVED": 2, b"FOUND": 2, b"OK": 1}
+#: A reply line longer than this is a broken stream (the longest beanstalk line is short).
+MAX_REPLY_LINE = 512
+
+
+class ReplyError(Exception):
+    """The stream is not beanstalk replies (a line too long, a bad size)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    words: list[bytes]  # the reply line split on spaces: [b"RESERVED", b"7", b"5"]
+    body: bytes | None = None
+
+    @property
+    def name(self) -> bytes:
+        return self.words[0] if self.words else b""
+
+    def number(self, index: int = 1) -> int:
+        return int(self.words[index])
+
+
+class ReplyReader:
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        return len(self.buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        self.buf += data
+
+    def next_reply(self) -> Reply | None:
+        end = self.buf.find(b"\r\n")
+        if end < 0:
+            if len(self.buf) > MAX_REPLY_LINE:
+                raise ReplyError(f"reply line longer than {MAX_REPLY_LINE} bytes")
+            return None
+        words = bytes(self.buf[:end]).split(b" ")
+        where = _BODY_SIZE.get(words[0])
+        if where is None:
+            del self.buf[: end + 2]
+            return Reply(words)
+        try:
+            size = int(words[where])
+        except (IndexError, ValueError):
+            raise ReplyError(f"bad reply line {bytes(self.buf[:end])!r}") from None
+        total = end + 2 + size + 2
+        if len(self.buf) < total:
+            return None
+        body = bytes(self.buf[end + 2 : end + 2 + size])
+        del self.buf[:total]
+        return Reply(words, body)

@@ -1,0 +1,173 @@
+"""The Kestrel front-end against a real server: a real memcache client (pymemcache), raw
+sessions replaying the Kestrel guide's examples byte for byte, one job through both doors
+(Kestrel set -> beanstalk reserve, beanstalk put -> Kestrel get), an open item given
+back on disconnect, and the items kept across a restart with -b."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import greenstalk
+import pytest
+from helpers import REPO_ROOT, poll_for
+from kestrel_server import Raw, kestrel_server_fixture  # noqa: F401  (the fixture)
+from pymemcache.client.base import Client
+
+SHARDS = [1, 4]
+
+
+def memcache(port: int) -> Client:
+    # replies on: a noreply set may still be on its way when another connection looks
+    return Client(("127.0.0.1", port), timeout=5, connect_timeout=5, default_noreply=False)
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_set_get_open_close_abort_peek(kestrel_server, shards: int) -> None:
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    assert mc.get("work") is None  # an empty queue answers at once
+    for body in (b"one", b"two", b"three"):
+        assert mc.set("work", body, noreply=False)
+    assert mc.get("work/peek") == b"one"
+    assert mc.get("work") == b"one"
+    assert mc.get("work/open") == b"two"
+    assert mc.get("work/abort") is None  # back to the head
+    assert mc.get("work/open") == b"two"
+    assert mc.get("work/close/open") == b"three"  # two is done
+    assert mc.get("work/close") is None
+    assert mc.get("work") is None
+    assert mc.get("work/close") is None  # nothing open: ignored
+    mc.close()
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_timeouts_wait_for_an_item(kestrel_server, shards: int) -> None:
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    assert mc.get("slow/t=200") is None  # nothing came
+    producer = memcache(server.kestrel)
+    setter = threading.Timer(0.3, producer.set, ("slow", b"late"))
+    setter.start()
+    try:
+        assert mc.get("slow/t=3000") == b"late"  # arrived while it waited
+    finally:
+        setter.join()
+    threading.Timer(0.1, producer.set, ("slow", b"sub-second")).start()
+    assert mc.get("slow/t=900/open") == b"sub-second"  # waited by polling
+    assert mc.get("slow/close") is None
+    assert mc.get("slow/peek") is None
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_expired_items_are_never_returned(kestrel_server, shards: int) -> None:
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    mc.set("exp", b"past", expire=int(time.time()) - 10)  # a unix time already gone
+    mc.set("exp", b"short", expire=1)  # one second from now
+    mc.set("exp", b"keeps")
+    assert mc.get("exp/peek") == b"short"
+    assert poll_for(lambda: mc.get("exp/peek") == b"keeps", timeout=5)
+    assert mc.get("exp") == b"keeps"
+    with greenstalk.Client(("127.0.0.1", server.port), watch="exp") as bs:
+        mc.set("exp", b"gone", expire=1)
+        # the janitor deletes it: the beanstalk door does not get it either
+        assert poll_for(lambda: bs.stats_tube("exp")["current-jobs-ready"] == 0, timeout=5)
+    stats = mc.stats()
+    assert int(stats[b"queue_exp_expired_items"]) >= 2
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_flush_and_delete(kestrel_server, shards: int) -> None:
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    for i in range(5):
+        mc.set("f", str(i).encode())
+        mc.set("d", str(i).encode())
+    raw = Raw(server.kestrel)
+    assert raw.ask(b"flush f\r\n") == b"END\r\n"
+    assert mc.get("f") is None
+    mc.set("f", b"after")
+    assert mc.get("f") == b"after"
+    assert mc.delete("d", noreply=False)
+    assert mc.get("d") is None
+    assert raw.ask(b"flush_all\r\n") == b"Flushed all queues.\r\n"
+    raw.close()
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_one_job_several_doors(kestrel_server, shards: int) -> None:
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    with greenstalk.Client(("127.0.0.1", server.port), use="doors", watch="doors") as bs:
+        mc.set("doors", b"from kestrel")
+        job = bs.reserve(timeout=5)
+        assert job.body == "from kestrel"
+        bs.delete(job)
+        bs.put("from beanstalk")
+        assert mc.get("doors") == b"from beanstalk"
+        assert bs.stats_tube("doors")["current-jobs-ready"] == 0
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_a_disconnect_gives_the_open_item_back(kestrel_server, shards: int) -> None:
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    mc.set("rel", b"first")
+    mc.set("rel", b"second")
+    reader = Raw(server.kestrel)
+    assert reader.get("rel/open") == b"VALUE rel/open 0 5\r\nfirst\r\nEND\r\n"
+    assert mc.get("rel/peek") == b"second"  # while it is open, it is not in the queue
+    reader.close()
+    assert poll_for(lambda: mc.get("rel/peek") == b"first", timeout=5)  # at the head again
+    assert mc.get("rel") == b"first"
+
+
+def test_items_survive_a_restart_with_b(kestrel_server, tmp_path) -> None:
+    wal = tmp_path / "wal"
+    flags = ("-b", str(wal), "-f", "0")
+    server = kestrel_server(4, flags)
+    mc = memcache(server.kestrel)
+    for body in (b"a", b"b", b"c"):
+        mc.set("durable", body)
+    reader = memcache(server.kestrel)
+    assert reader.get("durable/open") == b"a"  # open when the server stops
+    assert server.stop() == 0
+    server = kestrel_server(4, flags)
+    mc = memcache(server.kestrel)
+    assert [mc.get("durable") for _ in range(4)] == [b"a", b"b", b"c", None]
+
+
+def test_the_private_socket_serves_kestrel_when_the_port_is_allow_listed(kestrel_server) -> None:
+    server = kestrel_server(1, ("--allow", "10.0.0.0/8"))  # 127.0.0.1 may not use beanstalk
+    mc = memcache(server.kestrel)
+    assert mc.set("priv", b"x", noreply=False)
+    assert mc.get("priv") == b"x"
+    with greenstalk.Client(("127.0.0.1", server.port)) as bs, pytest.raises(OSError):
+        bs.put("refused")  # the public port closes it at accept
+
+
+def test_two_serving_processes(kestrel_server) -> None:
+    server = kestrel_server(4, ("--serving", "2"))
+    clients = [memcache(server.kestrel) for _ in range(4)]
+    for i, mc in enumerate(clients):
+        mc.set(f"q{i}", f"item{i}".encode())
+    assert [mc.get(f"q{i}/open") for i, mc in enumerate(clients)] == [
+        f"item{i}".encode() for i in range(4)
+    ]
+    for i, mc in enumerate(clients):
+        assert mc.get(f"q{i}/close") is None
+        assert mc.get(f"q{i}") is None
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--kestrel-port", "70000"), ("--kestrel-listen", "a b")]
+)
+def test_a_bad_value_is_one_line_and_exit_2(flag: str, value: str) -> None:
+    cmd = [sys.executable, "-m", "shardq", "serve", "-p", "0", flag, value]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, timeout=30, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], lines
