@@ -10,9 +10,10 @@ Definitions, as the analytics pipeline's (shardq/pipeline/metrics.py):
 * wait: first reserve − (put + delay), at least 0 (a delayed job kicked early waited 0);
 * run: delete − last reserve, for a job deleted while reserved (by its holder).
 
-A job's last reserve time is kept here by id while it is reserved (released, buried, timed
-out or deleted: forgotten; a job freed by a closing connection stays until it is reserved
-again or deleted), so the job itself stays as small as it is.
+A reserved job's last reserve time is its TTR deadline minus its TTR; only a touched job
+(its deadline moved) has it kept here by id, until it is deleted, released, buried or timed
+out (one freed by a closing connection stays until it is touched again or deleted). The
+job itself stays as small as it is.
 
 `snapshot` is what a shard answers the metrics process (plain lists, msgpack-friendly).
 """
@@ -78,7 +79,9 @@ class Timing:
     def __init__(self) -> None:
         self.wait: dict[str, Histogram] = {}
         self.run: dict[str, Histogram] = {}
-        self.reserved_at: dict[int, int] = {}  # job id -> monotonic ns of its last reserve
+        #: job id -> monotonic ns of its last reserve, for a reserved job that was touched
+        #: (the others' is their TTR deadline minus their TTR)
+        self.touched: dict[int, int] = {}
         self.fsync = Histogram(FSYNC_BOUNDS_S)
         #: what the process shell adds to a snapshot (the write-ahead log's byte counts)
         self.extra: Callable[[], dict[str, int]] | None = None
@@ -95,20 +98,31 @@ class Timing:
 
     def note(self, now: int, event: str, job: Job) -> None:
         """A job event (the engine's `_note`): see the module's definitions. Kept lean: it
-        runs for every put, reserve and delete of a server with metrics on."""
+        runs for every put, reserve and delete of a server with metrics on (the histogram's
+        `observe` is inlined)."""
         if event == "reserve":
-            self.reserved_at[job.id] = now
+            if self.touched:  # touched in an earlier reservation its holder left
+                self.touched.pop(job.id, None)
             if job.counts & ID_MASK == 1:  # its first reserve (the count is already 1)
                 waited = now - job.created - (job.dur >> 64) * NS  # dur >> 64: the delay
+                if waited < 0:
+                    waited = 0
                 hist = self.wait.get(job.tube) or self._of(self.wait, job.tube)
-                hist.observe(waited if waited > 0 else 0)
+                hist.counts[bisect_left(hist.bounds, waited)] += 1
+                hist.total += waited
         elif event == "delete":
-            at = self.reserved_at.pop(job.id, None)
-            if at is not None and job.state == State.RESERVED:
+            if job.state == State.RESERVED:
+                at = self.touched.pop(job.id, None) if self.touched else None
+                if at is None:  # its deadline is reserve time + TTR
+                    at = job.deadline - (job.dur & ID_MASK) * NS
+                ran = now - at
                 hist = self.run.get(job.tube) or self._of(self.run, job.tube)
-                hist.observe(now - at)
-        elif event in FORGET:
-            self.reserved_at.pop(job.id, None)
+                hist.counts[bisect_left(hist.bounds, ran)] += 1
+                hist.total += ran
+        elif event == "touch":  # noted before the deadline moves: keep the reserve time
+            self.touched.setdefault(job.id, job.deadline - (job.dur & ID_MASK) * NS)
+        elif self.touched and event in FORGET:
+            self.touched.pop(job.id, None)
 
     def timed_sync(
         self, sync: Callable[[int], None], clock: Callable[[], int]

@@ -47,7 +47,7 @@ def test_wait_is_first_reserve_minus_put_and_delay_and_run_is_delete_minus_reser
     assert run[1] == 40 * MS and sum(run[0]) == 1
     assert wait[0][JOB_BOUNDS_S.index(0.01)] == 1  # 7 ms: ≤ 10 ms
     assert run[0][JOB_BOUNDS_S.index(0.05)] == 1  # 40 ms: ≤ 50 ms
-    assert timing.reserved_at == {}
+    assert timing.touched == {}
 
 
 def test_only_the_first_reserve_waits_and_the_last_reserve_runs() -> None:
@@ -66,6 +66,41 @@ def test_only_the_first_reserve_waits_and_the_last_reserve_runs() -> None:
     assert timing.wait["a"].snapshot() == [timing.wait["a"].counts, 5 * MS]
     assert sum(timing.wait["a"].counts) == 1
     assert timing.run["a"].total == 3 * MS and sum(timing.run["a"].counts) == 1
+
+
+def test_a_touched_job_runs_from_its_reserve_not_its_touch() -> None:
+    q = timed()
+    job = q.put("a", ttr=10)
+    q.reserve_id(1, ("a",))
+    q.advance(5 * NS)
+    assert q.e.touch(1, job, q.now)[0] == proto.TOUCHED
+    q.advance(2 * NS)
+    q.e.delete(1, job, q.now)
+    timing = q.e.timing
+    assert timing is not None
+    assert timing.run["a"].total == 7 * NS
+    assert timing.touched == {}
+
+
+def test_a_touch_is_forgotten_with_its_reservation() -> None:
+    q = timed()
+    job = q.put("a", ttr=10)
+    q.reserve_id(1, ("a",))
+    q.advance(NS)
+    q.e.touch(1, job, q.now)
+    assert q.e.release(1, job, 0, 0, q.now) == proto.RELEASED
+    timing = q.e.timing
+    assert timing is not None and timing.touched == {}
+    q.advance(NS)
+    q.reserve_id(2, ("a",))
+    q.e.touch(2, job, q.now)
+    q.e.disconnect(2, q.now)  # its holder leaves: the job is ready, the touch still noted
+    q.advance(NS)
+    q.reserve_id(3, ("a",))  # a new reservation forgets it
+    q.advance(3 * MS)
+    q.e.delete(3, job, q.now)
+    assert timing.run["a"].total == 3 * MS
+    assert timing.touched == {}
 
 
 def test_a_job_deleted_when_not_reserved_has_no_run_time() -> None:
