@@ -51,6 +51,8 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 LISTENING = "shardq listening on {host}:{port}"
 #: The second line, with the Kestrel front-end on (`shardq.bench.procs.kestrel_port`).
 KESTREL_LISTENING = "shardq kestrel listening on {host}:{port}"
+#: The metrics endpoint's line, after those (`shardq.bench.procs.metrics_port`).
+METRICS_LISTENING = "shardq metrics listening on {host}:{port}"
 
 log = logging.getLogger(__name__)
 
@@ -127,13 +129,12 @@ class Supervisor:
 
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is
-        written to RUN_DIR/metrics-address (with port 0, which one) and logged."""
+        written to RUN_DIR/metrics-address (with port 0, which one); `run` prints it too."""
         host, port = listening_address(sock)
         path = os.path.join(self.run_dir, ADDRESS_FILE)
         with open(path + ".tmp", "w") as f:
             f.write(f"{host}:{port}\n")
         os.replace(path + ".tmp", path)
-        log.info("metrics on http://%s:%s/", host, port)
         names = [child.name for child in self.children]
         argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
         return Child("metrics", argv, (sock.fileno(),))
@@ -191,6 +192,9 @@ class Supervisor:
             if self.kestrel is not None:
                 host, port = listening_address(self.kestrel)
                 print(KESTREL_LISTENING.format(host=host, port=port), flush=True)
+            if self.metrics is not None:
+                host, port = listening_address(self.metrics)
+                print(METRICS_LISTENING.format(host=host, port=port), flush=True)
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),

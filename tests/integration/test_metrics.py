@@ -20,7 +20,8 @@ import pytest
 from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_shard, wal_args
 from prometheus_client.parser import text_string_to_metric_families
 
-from shardq.bench.procs import read_line, terminate
+from shardq.bench.procs import metrics_port as printed_metrics_port
+from shardq.bench.procs import read_line, read_lines, terminate
 from shardq.protocol.stats_keys import CMD_KEYS, JOB_COUNT_KEYS
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -293,8 +294,9 @@ def test_sighup_refuses_a_new_metrics_address(shardq_launch, tmp_path: Path) -> 
     conf.write_text("metrics:\n  listen: 127.0.0.1:0\n")
     proc, run_dir, _tmp, stderr_path = shardq_launch(1, ("--config", str(conf)))
     try:
-        assert b"listening" in read_line(proc, 20)
+        lines = read_lines(proc, 2, 20)  # the beanstalk port's line, then the metrics port's
         port = metrics_port(run_dir)
+        assert printed_metrics_port(lines) == port
         conf.write_text("metrics:\n  listen: 127.0.0.1:1\n")
         proc.send_signal(signal.SIGHUP)
         refused = (
