@@ -29,7 +29,14 @@ from shardq.config import (
     read_config,
     split_host_port,
 )
-from shardq.processes.listener import bind_listener, describe, tls_context
+from shardq.flags import (  # noqa: F401  (re-exported)
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    EXIT_LISTEN,
+    EXIT_OK,
+    FLAGS,
+)
+from shardq.processes.listener import bind_listener, close_listener, describe, tls_context
 from shardq.processes.startup import (
     LOCK_FILE,
     StartupError,
@@ -37,44 +44,6 @@ from shardq.processes.startup import (
     lock_dirs,
     make_private,
 )
-
-EXIT_OK = 0  # clean shutdown, or -v / -h
-EXIT_FAILURE = 1  # the server failed while running (returned by the supervisor)
-EXIT_LISTEN = 1  # the address cannot be listened on (in use, not allowed)
-EXIT_CONFIG = 2  # bad config file or flag; typer's own usage errors use 2 as well
-
-
-#: Config field -> the flag that sets it, so errors name what the user typed.
-FLAGS = {
-    "listen": "-l",
-    "port": "-p",
-    "max_job_size": "-z",
-    "verbose": "-V",
-    "wal_dir": "-b",
-    "fsync_ms": "-f",
-    "segment_bytes": "-s",
-    "shards": "--shards",
-    "serving": "--serving",
-    "run_dir": "--run-dir",
-    "events_dir": "--events",
-    "colocate": "--no-colocate",
-    "poll_us": "--poll-us",
-    "stats_yaml": "--stats-yaml",
-    "user": "-u",
-    "max_connections": "--max-connections",
-    "max_output_bytes": "--max-output-bytes",
-    "max_jobs": "--max-jobs",
-    "max_memory": "--max-memory",
-    "allow": "--allow",
-    "tls_cert": "--tls-cert",
-    "tls_key": "--tls-key",
-    "tls_client_ca": "--tls-client-ca",
-    "log_level": "--log-level",
-    "log_format": "--log-format",
-    "metrics_listen": "--metrics",
-    "kestrel_listen": "--kestrel-listen",
-    "kestrel_port": "--kestrel-port",
-}
 
 
 def say(message: str) -> None:
@@ -101,12 +70,15 @@ def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
     return f"flag {FLAGS[name]} ({key})" if name in overrides else f"{config.source}: {key}"
 
 
-def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
+def check_and_bind(
+    config: Config, overrides: dict[str, Any], bound: socket.socket | None = None
+) -> socket.socket:
     """`shardq.processes.startup.check_start` on the directories, log and user of `config`,
     the lock on `-b` and `--run-dir` (one server per directory), held from here on through
     the exec into the supervisor, then the listening socket: bound here, before the
     processes start, so a client that connects at once waits in the backlog instead of
-    being refused. StartupError (or OSError from binding) leaves nothing behind."""
+    being refused — or, `bound`, the socket `shardqd` bound already (`dropin.bind_early`).
+    StartupError (or OSError from binding) leaves nothing behind."""
     given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
     dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
     wal = None
@@ -130,7 +102,7 @@ def check_and_bind(config: Config, overrides: dict[str, Any]) -> socket.socket:
         check_metrics_port(config, overrides)
         if config.run_dir is not None:
             make_private(setting_name("run_dir", overrides, config), config.run_dir)
-        return bind_listener(config.listen, config.port)
+        return bind_listener(config.listen, config.port) if bound is None else bound
     except (StartupError, OSError):  # refused after all: leave nothing behind that we made
         for fd in held:
             os.close(fd)
@@ -198,6 +170,7 @@ def start_server(
     no_fsync: bool = False,
     ignored: list[str] | None = None,
     in_process: bool = False,
+    bound: socket.socket | None = None,
 ) -> int:
     """Build the config from `config_file` and the flags' `overrides`, check, lock, bind, and
     exec into the supervisor (never returns then), or with `in_process` (a caller that
@@ -210,11 +183,15 @@ def start_server(
                 raise ConfigError("flag -F", "cannot be combined with -f")
             overrides["fsync_ms"] = None
         config = build_config(config_file, overrides)
-        listener = check_and_bind(config, overrides)
+        listener = check_and_bind(config, overrides, bound)
     except (ConfigError, StartupError) as e:
+        if bound is not None:
+            close_listener(bound)
         say(str(e))
         return EXIT_CONFIG
     except MetricsPortError as e:
+        if bound is not None:
+            close_listener(bound)
         say(str(e))
         return EXIT_LISTEN
     except OSError as e:

@@ -28,7 +28,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
 from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
-from shardq.processes.zmqctx import context
+from shardq.processes.zmqctx import context, dealer, stranger
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import (
     BINLOG_DAMAGED_KEY,
@@ -103,8 +103,7 @@ class Coordinator:
         self.front.bind(f"ipc://{run_dir}/coordinator")
         self.shards = []
         for i in range(shards):
-            s = self.ctx.socket(zmq.DEALER)
-            s.linger = 0
+            s = dealer(self.ctx)
             s.connect(f"ipc://{run_dir}/shard-{i}")
             self.shards.append(s)
         self.ids = BlockTable(os.path.join(state_dir, "id-blocks"), shards)
@@ -226,6 +225,8 @@ class Coordinator:
                         frames = sock.recv_multipart(zmq.NOBLOCK)
                     except zmq.Again:
                         break
+                    if sock is self.front and stranger(frames[0]):
+                        continue
                     try:
                         batch = wire.unpack(frames[-1])
                     except ValueError:

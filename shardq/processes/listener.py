@@ -5,92 +5,22 @@ while the processes start is queued, not refused), and every serving process acc
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import ipaddress
-import os
 import socket
 import ssl
-import stat
+
+from shardq.processes.bind import (  # noqa: F401  (re-exported: the listening socket's room)
+    BACKLOG,
+    UNIX_PREFIX,
+    bind_listener,
+    close_listener,
+    describe,
+    listening_address,
+    remove_stale_socket,
+    unix_path,
+)
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-UNIX_PREFIX = "unix:"  #: ``-l unix:PATH``: listen on a unix socket at PATH (the port is unused)
-BACKLOG = 1024  #: beanstalkd's
-
-
-def unix_path(listen: str) -> str | None:
-    """PATH of a ``unix:PATH`` listen address, else None."""
-    return listen[len(UNIX_PREFIX) :] if listen.startswith(UNIX_PREFIX) else None
-
-
-def describe(listen: str, port: int) -> str:
-    """How messages name the address: ``unix:PATH`` or ``HOST:PORT``."""
-    return listen if unix_path(listen) is not None else f"{listen}:{port}"
-
-
-def bind_listener(listen: str, port: int) -> socket.socket:
-    """Bind and listen; the socket is inheritable (it crosses the exec into the supervisor
-    and is passed to every serving process). OSError when the address cannot be used."""
-    path = unix_path(listen)
-    if path is not None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            remove_stale_socket(path)
-            sock.bind(path)
-        except OSError:
-            sock.close()
-            raise
-    else:
-        family = socket.AF_INET6 if ":" in listen else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((listen, port))
-        except OSError:
-            sock.close()
-            raise
-    sock.listen(BACKLOG)
-    sock.set_inheritable(True)
-    return sock
-
-
-def remove_stale_socket(path: str) -> None:
-    """Remove a socket file that nobody listens on any more (a server that was killed left
-    it), as beanstalkd does. A socket somebody still listens on is "in use"; a file that is
-    not a socket is left alone (bind then fails on it)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        return
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except ConnectionRefusedError:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            return
-        except OSError:
-            return
-    raise OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))
-
-
-def listening_address(sock: socket.socket) -> tuple[str, str]:
-    """(host, port) for the "listening" line: ("unix", PATH) for a unix socket."""
-    if sock.family == socket.AF_UNIX:
-        return "unix", str(sock.getsockname())
-    host, port = sock.getsockname()[:2]
-    return str(host), str(port)
-
-
-def close_listener(sock: socket.socket) -> None:
-    """Close the socket; a unix socket's file goes with it."""
-    path = str(sock.getsockname()) if sock.family == socket.AF_UNIX else None
-    sock.close()
-    if path:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
 
 
 def parse_networks(texts: tuple[str, ...]) -> tuple[Network, ...]:

@@ -24,7 +24,7 @@ from shardq.metrics.gathered import Gathered, Proc, parse_stats, tube_fields
 from shardq.metrics.procstat import parse_rss, parse_stat
 from shardq.processes import shard_ops as ops
 from shardq.processes.forked import label_of_comm
-from shardq.processes.zmqctx import context
+from shardq.processes.zmqctx import context, dealer
 from shardq.protocol.stats_keys import SERVING_KEYS
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,7 @@ class Peers:
         for key, name in [(COORDINATOR, "coordinator")] + [
             (i, f"shard-{i}") for i in range(shards)
         ]:
-            sock = self.ctx.socket(zmq.DEALER)
-            sock.linger = 0
+            sock = dealer(self.ctx)  # named with the server's token: peers drop strangers
             sock.connect(f"ipc://{run_dir}/{name}")
             self.socks[key] = sock
         self.key_of = {sock: key for key, sock in self.socks.items()}

@@ -33,7 +33,7 @@ from shardq.processes import shard_ops as ops
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.settling import Settling
 from shardq.processes.shard_ops import HANDLERS
-from shardq.processes.zmqctx import context
+from shardq.processes.zmqctx import context, stranger
 from shardq.protocol import proto
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
@@ -336,6 +336,8 @@ class ShardServer:
                 peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            if stranger(peer):
+                continue
             try:
                 batches.append((peer, wire.unpack(data)))
             except ValueError:

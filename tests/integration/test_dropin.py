@@ -96,3 +96,26 @@ def test_beanstalkds_flags_start_a_server_that_answers_early_clients(tmp_path: P
     assert out == b""  # the listening line was read above
     assert "shardq: warning: -c is ignored: the log is always compacted" in err
     assert "DEBUG" in err or "debug" in err.lower(), err[-2000:]  # -VV: the most verbose
+
+
+def test_a_start_refused_after_the_early_bind_leaves_no_socket_behind(tmp_path: Path) -> None:
+    """shardqd binds -l/-p before its checks run (`dropin.bind_early`); a refusal by a
+    later check (here: -b names a file) closes the socket and removes its file again."""
+    path = tmp_path / "q.sock"
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    result = run("-l", f"unix:{path}", "-b", str(not_a_dir))
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and str(not_a_dir) in lines[0], lines
+    assert not path.exists()
+
+
+def test_an_address_in_use_is_refused_as_before_the_early_bind() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("-l", "127.0.0.1", "-p", str(port))
+    assert result.returncode == 1
+    assert result.stderr == f"shardq: cannot listen on 127.0.0.1:{port}: Address already in use\n"

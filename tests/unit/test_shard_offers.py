@@ -23,6 +23,7 @@ from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes import shard_ops as ops
 from shardq.processes.shard import ShardCore, ShardServer
+from shardq.processes.zmqctx import dealer
 from shardq.protocol import proto
 
 READER, WRITER = 7, 8  # connection ids
@@ -33,8 +34,7 @@ class Peer:
 
     def __init__(self, server: ShardServer, endpoint: str) -> None:
         self.server = server
-        self.sock = zmq.Context.instance().socket(zmq.DEALER)
-        self.sock.linger = 0
+        self.sock = dealer(zmq.Context.instance())  # with this server's token
         self.sock.connect(endpoint)
         self.rid = 0
 

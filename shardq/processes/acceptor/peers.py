@@ -18,6 +18,7 @@ from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.clients import PRIVATE
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.acceptor.handlers import PIPELINED
+from shardq.processes.zmqctx import dealer
 
 if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
@@ -28,8 +29,7 @@ NO_REPLY = frozenset(
 
 
 def _dealer(self: Acceptor) -> zmq.Socket:
-    s = self.ctx.socket(zmq.DEALER)
-    s.linger = 0
+    s = dealer(self.ctx)
     s.setsockopt(zmq.IMMEDIATE, 1)  # queue here, not in a pipe to a process that died
     return s
 
