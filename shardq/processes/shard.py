@@ -90,15 +90,7 @@ class ShardCore:
         timing = self.engine.timing = Timing()
         if self.wal is not None:
             self.wal.sync = timing.timed_sync(self.wal.sync, time.monotonic_ns)
-            timing.extra = self.wal_figures
-
-    def wal_figures(self) -> dict[str, int]:
-        """The log's bytes for the metrics: appended since start, and on disk now."""
-        assert self.wal is not None
-        return {
-            "wal_bytes_written": self.wal.bytes_written,
-            "wal_disk_bytes": sum(self.wal.segments.values()),
-        }
+            timing.extra = self.wal.figures
 
     def settle_quota(self) -> None:
         """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""

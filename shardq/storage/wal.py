@@ -267,6 +267,13 @@ class Wal:
             fields[BINLOG_DAMAGED_KEY] = self.damaged
         return fields
 
+    def figures(self) -> dict[str, int]:
+        """The log's bytes for the metrics endpoint: appended since start, and on disk now."""
+        return {
+            "wal_bytes_written": self.bytes_written,
+            "wal_disk_bytes": sum(self.segments.values()),
+        }
+
     def close(self) -> None:
         if self.fd >= 0:
             self._sync_now()
