@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv test-venv bytecode beanstalkd java strace clients php ruby node node-runtime clean
+.PHONY: run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime clean
 
 run: venv bytecode
 	$(BIN)/shardq serve --config config/shardq.yaml
@@ -18,7 +18,7 @@ run: venv bytecode
 # Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: test-venv bytecode beanstalkd java strace clients
+test: test-venv bytecode beanstalkd java strace chromium clients
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -74,6 +74,11 @@ java:
 # A durability test kills a shard at its fsync with strace (tests/integration/test_durability.py).
 strace:
 	@$(call apt_need,strace,strace,strace)
+
+# The dashboard test (tests/integration/test_dashboard.py) loads the metrics page in Debian's
+# headless Chromium.
+chromium:
+	@$(call apt_need_test,test -x /usr/bin/chromium,chromium,Chromium)
 
 # The client matrix (tests/clients): real clients in other languages against beanstalkd and
 # shardq. PHP's pheanstalk and Ruby's beaneater come from Debian; Node's fivebeans from npm,

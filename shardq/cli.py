@@ -203,6 +203,15 @@ def serve(
             help="Accept TCP clients only from this network; repeatable [any].",
         ),
     ] = None,
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve /metrics (Prometheus), /health and a dashboard here; a bare port "
+            "is on 127.0.0.1 [off].",
+        ),
+    ] = None,
     kestrel_listen: Annotated[
         str | None,
         typer.Option(
@@ -254,6 +263,7 @@ def serve(
         "tls_client_ca": tls_client_ca,
         "log_level": log_level,
         "log_format": log_format,
+        "metrics_listen": metrics,
         "kestrel_listen": kestrel_listen,
         "kestrel_port": kestrel_port,
     }

@@ -39,4 +39,5 @@ FLAGS = {
     "log_format": "--log-format",
     "kestrel_listen": "--kestrel-listen",
     "kestrel_port": "--kestrel-port",
+    "metrics_listen": "--metrics",
 }

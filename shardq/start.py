@@ -27,6 +27,7 @@ from shardq.config import (
     ConfigError,
     ConfigWarning,
     read_config,
+    split_host_port,
 )
 from shardq.flags import (  # noqa: F401  (re-exported)
     EXIT_CONFIG,
@@ -98,6 +99,7 @@ def check_and_bind(
     try:
         check_start([], wal)
         check_tls(config, overrides)
+        check_metrics_port(config, overrides)
         if config.run_dir is not None:
             make_private(setting_name("run_dir", overrides, config), config.run_dir)
         return bind_listener(config.listen, config.port) if bound is None else bound
@@ -111,6 +113,23 @@ def check_and_bind(
             with contextlib.suppress(OSError):
                 os.rmdir(path)
         raise
+
+
+class MetricsPortError(OSError):
+    """The metrics address cannot be listened on (in use, not allowed): EXIT_LISTEN."""
+
+
+def check_metrics_port(config: Config, overrides: dict[str, Any]) -> None:
+    """The metrics address can be listened on (tried here, for a one-line refusal before
+    anything starts; the supervisor binds it for good)."""
+    if config.metrics_listen is None:
+        return
+    try:
+        bind_listener(*split_host_port(config.metrics_listen)).close()
+    except OSError as e:
+        name = setting_name("metrics_listen", overrides, config)
+        problem = f"cannot listen on {config.metrics_listen}: {e.strerror}"
+        raise MetricsPortError(f"{name}: {problem}") from None
 
 
 def check_tls(config: Config, overrides: dict[str, Any]) -> None:
@@ -170,6 +189,11 @@ def start_server(
             close_listener(bound)
         say(str(e))
         return EXIT_CONFIG
+    except MetricsPortError as e:
+        if bound is not None:
+            close_listener(bound)
+        say(str(e))
+        return EXIT_LISTEN
     except OSError as e:
         say(f"cannot listen on {describe(config.listen, config.port)}: {e.strerror}")
         return EXIT_LISTEN

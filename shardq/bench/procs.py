@@ -23,7 +23,7 @@ import time
 from typing import IO
 
 from shardq.processes.child import role_of_pid
-from shardq.processes.supervisor import KESTREL_LISTENING, LISTENING
+from shardq.processes.supervisor import KESTREL_LISTENING, LISTENING, METRICS_LISTENING
 
 #: ``shardq listening on HOST:PORT`` (`supervisor.LISTENING`), then an optional line end.
 _LISTENING = re.compile(
@@ -35,6 +35,13 @@ _LISTENING = re.compile(
 #: of a server started with the Kestrel front-end.
 _KESTREL_LISTENING = re.compile(
     re.escape(KESTREL_LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
+)
+
+
+#: ``shardq metrics listening on HOST:PORT`` (`supervisor.METRICS_LISTENING`): the line of a
+#: server started with --metrics, after the others.
+_METRICS_LISTENING = re.compile(
+    re.escape(METRICS_LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
 )
 
 
@@ -62,6 +69,16 @@ def kestrel_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
     HOST:PORT``) for `host`, else None."""
     text = data.decode(errors="replace") if isinstance(data, bytes) else data
     match = _KESTREL_LISTENING.search(text)
+    if match is None or match["host"] != host:
+        return None
+    return int(match["port"])
+
+
+def metrics_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
+    """The metrics port in a server's first stdout lines (``shardq metrics listening on
+    HOST:PORT``) for `host`, else None."""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    match = _METRICS_LISTENING.search(text)
     if match is None or match["host"] != host:
         return None
     return int(match["port"])

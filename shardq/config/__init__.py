@@ -46,6 +46,8 @@ YAML layout::
       key: null            # PEM private key
       client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
+    metrics:
+      listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
     kestrel:
       listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
       port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
@@ -76,6 +78,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _bool,
     _count,
     _fsync,
+    _host_port,
     _log_format,
     _log_level,
     _max_job_size,
@@ -91,6 +94,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _stats_yaml,
     _user,
     _word,
+    split_host_port,
 )
 
 
@@ -141,6 +145,7 @@ class Config:
     tls_key: str | None = None  # --tls-key PEM
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
+    metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
     kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
     kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
@@ -178,11 +183,12 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "tls_client_ca": ("tls.client_ca", _path),
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
+    "metrics_listen": ("metrics.listen", _host_port),
     "kestrel_listen": ("kestrel.listen", _word),
     "kestrel_port": ("kestrel.port", _port_or_null),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel")
+SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "metrics")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

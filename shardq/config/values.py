@@ -195,3 +195,31 @@ def _memory(where: str, value: Any, from_flag: bool) -> int:
     if 0 < size < MIN_MEMORY:
         raise ConfigError(where, f"must be 0 (no limit) or at least 1M, got {size}")
     return size
+
+
+def _host_port(where: str, value: Any, from_flag: bool) -> str | None:
+    """``HOST:PORT`` (``[::1]:9100`` for IPv6), or a bare port (``9100``, ``:9100``) on
+    127.0.0.1; null: off.
+    Normalised to ``HOST:PORT``; port 0 picks a free one."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ConfigError(where, f"must be HOST:PORT or a port, got {value!r}")
+    text = value.strip()
+    host, _, port = text.rpartition(":")
+    host = host or "127.0.0.1"  # "9100" and ":9100"
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not re.fullmatch(r"\d{1,5}", port) or int(port) > 65535:
+        raise ConfigError(where, f"must be HOST:PORT with a port from 0 to 65535, got {value!r}")
+    if not host or any(c.isspace() for c in host) or (":" in host and "[" not in text):
+        raise ConfigError(where, f"must be HOST:PORT (an IPv6 host in brackets), got {value!r}")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def split_host_port(value: str) -> tuple[str, int]:
+    """A `_host_port` value back into (host, port); the brackets of IPv6 are dropped."""
+    host, _, port = value.rpartition(":")
+    return host.strip("[]"), int(port)

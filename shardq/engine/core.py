@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import URGENT_KEY, Job, State
 from shardq.engine.records import Record
+from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
 
 # Kinds of reserve outcome, sent to the acceptor with the reply bytes (see reserve.py).
@@ -43,6 +44,8 @@ class EngineCore:
         #: job events for the analytics log, or None when nobody listens:
         #: (now, event, id, tube, pri, delay s, ttr s, body bytes)
         self.audit: list[tuple[int, str, int, str, int, int, int, int]] | None = None
+        #: wait and run histograms for the metrics endpoint, or None when it is off
+        self.timing: Timing | None = None
         #: records for the write-ahead log, or None when there is none (see records.py)
         self.wal_out: list[Record] | None = None
         self.wall_offset = 0  #: wall-clock ns minus monotonic ns, set by the shell each turn
@@ -106,6 +109,8 @@ class EngineCore:
             self.audit.append(
                 (now, event, job.id, job.tube, job.pri, job.delay, job.ttr, len(job.body))
             )
+        if self.timing is not None:
+            self.timing.note(now, event, job)
 
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:

@@ -138,9 +138,9 @@ class Engine(Timers, Reserving, Persistence, Stats):
         job = self._owned_by(job_id, conn)
         if job is None:
             return [replies.NOT_FOUND, 0]
+        self._note(now, "touch", job)  # before the deadline moves (engine/timing.py)
         job.deadline = now + job.ttr * NS
         self._at(job.deadline + 1, T_TTR, job.id)
-        self._note(now, "touch", job)
         return [replies.TOUCHED, job.deadline]
 
     def _kick_one(self, job: Job, now: int) -> None:

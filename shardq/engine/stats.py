@@ -6,8 +6,11 @@ here in that order.
 
 from __future__ import annotations
 
+from typing import Any
+
 from shardq.engine.core import EngineCore
 from shardq.engine.job import NS, STATE_NAMES, State
+from shardq.engine.tube import Tube
 from shardq.protocol import replies
 from shardq.protocol.stats_keys import SHARD_COUNT_KEYS, STATS_JOB_KEYS, STATS_TUBE_KEYS
 
@@ -49,8 +52,15 @@ class Stats(EngineCore):
         tube = self.tubes.get(tube_name)
         if tube is None:
             return replies.NOT_FOUND
+        return replies.yaml_map(zip(STATS_TUBE_KEYS, self._tube_values(tube, now), strict=True))
+
+    def tube_table(self, now: int) -> list[list[Any]]:
+        """Every tube's `stats-tube` values (STATS_TUBE_KEYS order), for the metrics."""
+        return [list(self._tube_values(tube, now)) for tube in self.tubes.values()]
+
+    def _tube_values(self, tube: Tube, now: int) -> tuple[Any, ...]:
         paused = tube.paused(now)
-        values = (
+        return (
             tube.name,
             tube.urgent,
             len(tube.ready) + tube.offered,  # an offered job is still ready for stats
@@ -66,7 +76,6 @@ class Stats(EngineCore):
             tube.pause // NS if paused else 0,
             _seconds(tube.unpause_at - now) if paused else 0,  # pause-time-left
         )
-        return replies.yaml_map(zip(STATS_TUBE_KEYS, values, strict=True))
 
     def counts(self) -> dict[str, int]:
         """This shard's share of the server-wide `stats`."""

@@ -95,7 +95,11 @@ def common_options(cfg: Config, run_dir: str) -> dict[str, object]:
 def store(cfg: Config, shard: int) -> dict[str, object]:
     """A shard's options besides its place: event log directory, server id, and its
     write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
-    options: dict[str, object] = {"events_dir": cfg.events_dir, "server_id": cfg.server_id}
+    options: dict[str, object] = {
+        "events_dir": cfg.events_dir,
+        "server_id": cfg.server_id,
+        "metrics": cfg.metrics_listen is not None,  # keep the histograms /metrics serves
+    }
     if cfg.wal_dir is not None:
         options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
         options["segment_bytes"] = cfg.segment_bytes
@@ -162,5 +166,19 @@ def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         max_memory=cfg.max_memory,
         journal=cfg.wal_dir is not None,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+        **common_options(cfg, run_dir),
+    )
+
+
+def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:
+    """The metrics process: its HTTP socket, and the role labels that must run (/health).
+    Without a hosted shard (--no-colocate) the serving processes' counters never reach its
+    `stats`: it leaves them out."""
+    return child_argv(
+        "metrics",
+        listen_fd=listen_fd,
+        serving=cfg.serving,
+        roles=",".join(names),
+        no_serving_stats=not cfg.colocate,
         **common_options(cfg, run_dir),
     )

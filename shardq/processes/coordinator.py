@@ -30,7 +30,13 @@ from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.zmqctx import context, dealer, stranger
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
-from shardq.protocol.stats_keys import BINLOG_DAMAGED_KEY, BINLOG_KEYS, LIMIT_KEYS, STATS_KEYS
+from shardq.protocol.stats_keys import (
+    BINLOG_DAMAGED_KEY,
+    BINLOG_KEYS,
+    LIMIT_KEYS,
+    SERVING_KEYS,
+    STATS_KEYS,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +178,10 @@ class Coordinator:
         utime += own.ru_utime
         stime += own.ru_stime
         uname = platform.uname()
-        values = {**dict.fromkeys((*BINLOG_KEYS, *LIMIT_KEYS), 0), **counts, **acc}
+        # 0 for what nobody reported: the serving process's part is missing when the asker
+        # hosts no shard and sent none (the metrics process, with --no-colocate)
+        zeros = dict.fromkeys((*BINLOG_KEYS, *LIMIT_KEYS, *SERVING_KEYS), 0)
+        values = {**zeros, "draining": False, **counts, **acc}
         if quota.inherited is not None:  # limits.max_jobs / max_memory, server-wide
             values.update(quota.inherited.fields())
         values.update(

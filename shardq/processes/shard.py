@@ -27,6 +27,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import origin_of, tube_shard
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
+from shardq.engine.timing import Timing
 from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.logfault import LogFault
@@ -60,9 +61,11 @@ class ShardCore:
         events: EventLog | None = None,
         wal: Wal | None = None,
         settle_from: set[int] | None = None,
+        metrics: bool = False,
     ) -> None:
         """`settle_from`: a restarted shard's serving processes that may still hold jobs of
-        it (see processes/settling.py); None or empty for a first start."""
+        it (see processes/settling.py); None or empty for a first start. `metrics`: keep the
+        histograms of the metrics endpoint (engine/timing.py)."""
         self.index = index
         self.engine = Engine(owns_default=owns_default)
         self.event_log = events
@@ -81,6 +84,15 @@ class ShardCore:
         self.settling: Settling | None = None
         if settle_from:
             self.settling = Settling(settle_from, time.monotonic_ns())
+        if metrics:
+            self.enable_timing()
+
+    def enable_timing(self) -> None:
+        """`metrics.listen` is set: keep the wait, run and fsync histograms (METRICS op)."""
+        timing = self.engine.timing = Timing()
+        if self.wal is not None:
+            self.wal.sync = timing.timed_sync(self.wal.sync, time.monotonic_ns)
+            timing.extra = self.wal.figures
 
     def settle_quota(self) -> None:
         """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""
@@ -299,15 +311,18 @@ def open_core(
     server_id: str,
     wal_args: list[str],
     settle_from: str = "",
+    metrics: bool = False,
 ) -> ShardCore:
-    """A shard's core from its command-line arguments (see supervisor.shard_args)."""
+    """A shard's core from its command-line arguments (see supervisor.shard_args);
+    `metrics`: keep the histograms of the metrics endpoint."""
     events = EventLog(events_dir, server_id, index) if events_dir else None
     wal = None
     if wal_args:
         wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
         wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
     origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
-    return ShardCore(index, tube_shard("default", shards) == index, events, wal, origins)
+    owns_default = tube_shard("default", shards) == index
+    return ShardCore(index, owns_default, events, wal, origins, metrics)
 
 
 class ShardServer:
@@ -391,10 +406,11 @@ def main(
     server_id: str,
     wal_args: list[str],
     settle_from: str = "",
+    metrics: bool = False,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from)
+    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
     server.watch_signals()
     try:

@@ -43,6 +43,9 @@ LIST           (none)                                 [[order, name], ...]
 REASSERT       job id, TTR deadline                   no reply (re-reserve after restart)
 RESET          (none; conn = the process's index)     no reply (a restarted serving
                                                       process: forget its connections)
+METRICS        (none)                                 [[stats-tube values of every tube],
+                                                      timing snapshot or None] (the
+                                                      metrics process; engine/timing.py)
 SETTLED        (none; conn = the process's index)     no reply (after its REASSERTs to a
                                                       restarted shard: processes/settling.py)
 =============  =====================================  ==============================
@@ -254,6 +257,14 @@ def op_list(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
     return [e.list_tubes()]
 
 
+METRICS = 28
+
+
+def op_metrics(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+    """Every tube's stats-tube values and, with metrics on, the shard's histograms."""
+    return [e.tube_table(now), None if e.timing is None else e.timing.snapshot()]
+
+
 #: op -> its handler
 HANDLERS: dict[int, Handler] = {
     PUT: op_put,
@@ -280,4 +291,5 @@ HANDLERS: dict[int, Handler] = {
     REASSERT: op_reassert,
     RESET: op_reset,
     LIST: op_list,
+    METRICS: op_metrics,
 }

@@ -29,8 +29,9 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
-from shardq.config import Config, ConfigError, ConfigWarning, read_config
+from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
 from shardq.log import setup as setup_logging
+from shardq.metrics import ADDRESS_FILE
 from shardq.processes import children as roles
 from shardq.processes import live, quota
 from shardq.processes.child import preload
@@ -50,12 +51,15 @@ STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 LISTENING = "shardq listening on {host}:{port}"
 #: The second line, with the Kestrel front-end on (`shardq.bench.procs.kestrel_port`).
 KESTREL_LISTENING = "shardq kestrel listening on {host}:{port}"
+#: The metrics endpoint's line, after those (`shardq.bench.procs.metrics_port`).
+METRICS_LISTENING = "shardq metrics listening on {host}:{port}"
 
 log = logging.getLogger(__name__)
 
 
 class ListenError(Exception):
-    """The Kestrel front-end's address cannot be listened on (str(): one line)."""
+    """A front-end's (Kestrel) or the metrics endpoint's address cannot be listened on
+    (str(): one line)."""
 
 
 class Supervisor:
@@ -71,6 +75,9 @@ class Supervisor:
             self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         else:
             self.listener = socket.socket(fileno=listen_fd)
+        self.metrics: socket.socket | None = None  # the metrics endpoint's HTTP port
+        if config.metrics_listen is not None:  # bound before -u, as the beanstalk port
+            self.metrics = bind_metrics(config.metrics_listen)
         if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
             become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
@@ -117,6 +124,20 @@ class Supervisor:
             argv = roles.kestrel_argv(config, self.run_dir, fd)
             self.frontends.append(Child("kestrel", argv, (fd,)))
         self.children += self.frontends
+        if self.metrics is not None:
+            self.children.append(self.metrics_child(self.metrics))
+
+    def metrics_child(self, sock: socket.socket) -> Child:
+        """The metrics process, last: the HTTP port and the roles that must run. The port is
+        written to RUN_DIR/metrics-address (with port 0, which one); `run` prints it too."""
+        host, port = listening_address(sock)
+        path = os.path.join(self.run_dir, ADDRESS_FILE)
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{host}:{port}\n")
+        os.replace(path + ".tmp", path)
+        names = [child.name for child in self.children]
+        argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
+        return Child("metrics", argv, (sock.fileno(),))
 
     def bind_kestrel(self) -> None:
         """The Kestrel front-end's listening socket (kestrel.listen, kestrel.port), and the
@@ -171,6 +192,9 @@ class Supervisor:
             if self.kestrel is not None:
                 host, port = listening_address(self.kestrel)
                 print(KESTREL_LISTENING.format(host=host, port=port), flush=True)
+            if self.metrics is not None:
+                host, port = listening_address(self.metrics)
+                print(METRICS_LISTENING.format(host=host, port=port), flush=True)
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),
@@ -284,15 +308,24 @@ class Supervisor:
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)
-        for extra in (self.kestrel, self.private):
+        for extra in (self.kestrel, self.private, self.metrics):
             if extra is not None:
                 close_listener(extra)
         if self.own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         else:
             for name in os.listdir(self.run_dir):
-                if name == "coordinator" or name.startswith(("shard-", "handoff-")):
+                if name in ("coordinator", ADDRESS_FILE) or name.startswith(("shard-", "handoff-")):
                     os.unlink(os.path.join(self.run_dir, name))
+
+
+def bind_metrics(address: str) -> socket.socket:
+    """The metrics endpoint's listening socket (start.py tried it already: this fails only
+    if the address was taken meanwhile)."""
+    try:
+        return bind_listener(*split_host_port(address))
+    except OSError as e:
+        raise ListenError(f"metrics.listen: cannot listen on {address}: {e.strerror}") from None
 
 
 def serve(

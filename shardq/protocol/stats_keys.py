@@ -106,6 +106,24 @@ LIMIT_KEYS = (
     "limit-puts-refused",
 )
 
+#: The `stats` keys a serving process counts (its part, `connection_fields`, comes with its
+#: own `stats` or its hosted shard's COUNTS answer; the coordinator adds them up).
+SERVING_KEYS = (
+    *CMD_KEYS,
+    "max-job-size",
+    "current-connections",
+    "current-producers",
+    "current-workers",
+    "current-waiting",
+    "total-connections",
+    "draining",
+    "limit-max-connections",
+    "limit-connections-refused",
+    "limit-connections-denied",
+    "limit-max-output-bytes",
+    "limit-output-closed",
+)
+
 #: `stats-tube` keys in order.
 STATS_TUBE_KEYS = (
     "name",
@@ -144,6 +162,7 @@ __all__ = [
     "CMD_KEYS",
     "JOB_COUNT_KEYS",
     "LIMIT_KEYS",
+    "SERVING_KEYS",
     "SHARD_COUNT_KEYS",
     "STATS_JOB_KEYS",
     "STATS_KEYS",

@@ -112,6 +112,7 @@ class Wal:
         self.dirty = False
         self.last_sync = 0.0
         self.records_written = 0
+        self.bytes_written = 0  #: appended since start (the metrics endpoint's counter)
         self.records_migrated = 0
         self.damaged = 0
         self.full = False  # the last segment allocation failed: puts are refused
@@ -205,6 +206,7 @@ class Wal:
         self.offset += len(data)
         self.segments[self.index] = self.offset
         self.records_written += len(records)
+        self.bytes_written += len(data)
         self.dirty = True
 
     def sync_due(self, now: float) -> float | None:
@@ -277,6 +279,13 @@ class Wal:
         if self.damaged:
             fields[BINLOG_DAMAGED_KEY] = self.damaged
         return fields
+
+    def figures(self) -> dict[str, int]:
+        """The log's bytes for the metrics endpoint: appended since start, and on disk now."""
+        return {
+            "wal_bytes_written": self.bytes_written,
+            "wal_disk_bytes": sum(self.segments.values()),
+        }
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "cluster": 2,  # routing rules and inter-process messages
     "storage": 2,  # write-ahead log, event log
     "config": 2,  # the validated configuration
+    "metrics": 2,  # the metrics endpoint's pure parts: exposition, dashboard JSON and page
     "processes": 3,  # the process loops
     "flags": 4,  # the command line's flag names and exit statuses (data, no imports)
     "start": 4,  # config + checks + bind + exec into the supervisor, no CLI library
