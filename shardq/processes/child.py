@@ -45,7 +45,7 @@ MODULE = "shardq.processes.child"
 ROLES = ("coordinator", "shard", "acceptor", "kestrel", "metrics")
 ROLE_MODULES = (
     "shardq.processes.coordinator",
-    "shardq.processes.shard",
+    "shardq.processes.shard_process",
     "shardq.processes.acceptor",
     "shardq.processes.kestrel",
 )
@@ -192,7 +192,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def wal_args(args: argparse.Namespace) -> list[str]:
-    """[WAL_DIR, SEGMENT_BYTES, FSYNC_MS] as `shard.open_core` takes them; [] without a log."""
+    """[WAL_DIR, SEGMENT_BYTES, FSYNC_MS] as `shard_process.open_core` takes them; [] if no log."""
     if args.wal_dir is None:
         return []
     return [args.wal_dir, str(args.segment_bytes), str(args.fsync_ms)]
@@ -214,7 +214,7 @@ def run_coordinator(args: argparse.Namespace) -> None:
 
 
 def run_shard(args: argparse.Namespace) -> None:
-    from shardq.processes.shard import main as shard_main
+    from shardq.processes.shard_process import main as shard_main
 
     shard_main(
         args.index,
@@ -230,7 +230,7 @@ def run_shard(args: argparse.Namespace) -> None:
 
 def run_acceptor(args: argparse.Namespace) -> None:
     from shardq.processes.acceptor import main as acceptor_main
-    from shardq.processes.shard import open_core
+    from shardq.processes.shard_process import open_core
 
     tls = None
     if args.tls_cert:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +23,7 @@ from typing import Any
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import origin_of, tube_shard
+from shardq.cluster.routing import origin_of
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
@@ -304,27 +303,6 @@ class ShardCore:
             self.event_log.close()
 
 
-def open_core(
-    index: int,
-    shards: int,
-    events_dir: str,
-    server_id: str,
-    wal_args: list[str],
-    settle_from: str = "",
-    metrics: bool = False,
-) -> ShardCore:
-    """A shard's core from its command-line arguments (see supervisor.shard_args);
-    `metrics`: keep the histograms of the metrics endpoint."""
-    events = EventLog(events_dir, server_id, index) if events_dir else None
-    wal = None
-    if wal_args:
-        wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
-        wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
-    origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
-    owns_default = tube_shard("default", shards) == index
-    return ShardCore(index, owns_default, events, wal, origins, metrics)
-
-
 class ShardServer:
     """A shard process: a ZeroMQ ROUTER socket around a ShardCore."""
 
@@ -396,25 +374,3 @@ class ShardServer:
             if wake is not None:
                 timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
             self.turn(timeout)
-
-
-def main(
-    index: int,
-    shards: int,
-    run_dir: str,
-    events_dir: str,
-    server_id: str,
-    wal_args: list[str],
-    settle_from: str = "",
-    metrics: bool = False,
-) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics)
-    server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
-    server.watch_signals()
-    try:
-        server.serve_forever()
-    finally:
-        server.sock.close(0)
-        core.close()

@@ -1,0 +1,58 @@
+"""A shard process's entry: its core from its arguments, its signals, its loop, its exit.
+
+SIGTERM leaves through `sys.exit`, so the `finally` below syncs and closes the logs; a
+signal ends the loop's wait at once (`processes/wakeup.py`).
+"""
+
+from __future__ import annotations
+
+import signal
+
+from shardq.cluster.routing import tube_shard
+from shardq.processes import wakeup
+from shardq.processes.shard import ShardCore, ShardServer
+from shardq.storage.events import EventLog
+from shardq.storage.wal import Wal
+
+
+def open_core(
+    index: int,
+    shards: int,
+    events_dir: str,
+    server_id: str,
+    wal_args: list[str],
+    settle_from: str = "",
+    metrics: bool = False,
+) -> ShardCore:
+    """A shard's core from its command-line arguments (see children.shard_argv);
+    `metrics`: keep the histograms of the metrics endpoint."""
+    events = EventLog(events_dir, server_id, index) if events_dir else None
+    wal = None
+    if wal_args:
+        wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
+        wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
+    origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
+    owns_default = tube_shard("default", shards) == index
+    return ShardCore(index, owns_default, events, wal, origins, metrics)
+
+
+def main(
+    index: int,
+    shards: int,
+    run_dir: str,
+    events_dir: str,
+    server_id: str,
+    wal_args: list[str],
+    settle_from: str = "",
+    metrics: bool = False,
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
+    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics)
+    server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
+    server.watch_signals()
+    try:
+        server.serve_forever()
+    finally:
+        server.sock.close(0)
+        core.close()
