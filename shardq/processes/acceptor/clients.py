@@ -228,7 +228,12 @@ def read(self: Acceptor, conn: Conn) -> None:
         elif conn.phase is IDLE and conn.held is None:
             self.finish(conn)
         return
-    conn.parser.feed(self.rview[:n])
+    try:
+        conn.parser.feed(self.rview[:n])
+    except MemoryError:  # its input cannot be kept: this connection goes, the others stay
+        log.error("out of memory reading connection %d; closed", conn.id)
+        self.close(conn)
+        return
     if self.tls is not None:  # TLS may hold decrypted bytes that epoll cannot see
         self.read_pending(conn)
     self.pump(conn)
@@ -328,13 +333,26 @@ def dispatch(self: Acceptor, conn: Conn, cmd: c.Command) -> None:
         return
     try:
         handler(self, conn, cmd)
-    except Exception:  # a bug must cost one command, not every connection
-        self.internal_error(conn, f"command {cmd!r}")
+    except Exception as e:  # a bug must cost one command, not every connection
+        self.internal_error(conn, f"command {cmd!r}", e)
 
 
-def internal_error(self: Acceptor, conn: Conn | None, what: str) -> None:
+def internal_error(
+    self: Acceptor, conn: Conn | None, what: str, error: Exception | None = None
+) -> None:
     """Log an unexpected exception with its traceback and answer INTERNAL_ERROR to the
-    connection whose command it was; every other connection goes on."""
+    connection whose command it was (OUT_OF_MEMORY when memory ran out, as beanstalkd
+    answers then); every other connection goes on."""
     log.exception("%s failed", what)
     if conn is not None and conn.phase < CLOSING:
-        self.reply(conn, proto.INTERNAL_ERROR)
+        out_of_memory = isinstance(error, MemoryError)
+        self.reply(conn, proto.OUT_OF_MEMORY if out_of_memory else proto.INTERNAL_ERROR)
+
+
+def out_of_memory(self: Acceptor) -> None:
+    """Memory ran out outside any one command (a turn of the loop raised MemoryError):
+    logged at most once a second; what the turn had not done yet, the next one does."""
+    now = time.monotonic()
+    if now >= self.oom_logged_at + 1.0:
+        self.oom_logged_at = now
+        log.error("out of memory in a turn of the loop; going on")

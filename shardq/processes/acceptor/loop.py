@@ -105,6 +105,7 @@ class Acceptor:
     pause_input = clients.pause_input
     dispatch = clients.dispatch
     internal_error = clients.internal_error
+    out_of_memory = clients.out_of_memory
     shard_of = ids.shard_of
     take_id = ids.take_id
     alloc_id = ids.alloc_id
@@ -229,6 +230,7 @@ class Acceptor:
         self.last_stamp = 0
         self.retry_soon = False
         self.worked = False  # the last turn had something to do (see poll_briefly)
+        self.oom_logged_at = 0.0  # when running out of memory was last logged
         self.spin_s = 100e-6  # poll_us: how long poll_briefly polls (0: never)
         self.spin_skip = 0  # busy turns poll_briefly still sits out after a miss
         self.spin_backoff = 1  # how many turns the next miss makes it sit out
@@ -391,4 +393,7 @@ class Acceptor:
     def serve_forever(self) -> None:
         while True:
             lifeline.check()
-            self.turn()
+            try:
+                self.turn()
+            except MemoryError:  # ending the process would drop every client (and, without
+                self.out_of_memory()  # -b, the hosted shard's jobs): go on with the next turn
