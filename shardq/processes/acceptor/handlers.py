@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import resource
 import time
 from collections.abc import Callable
@@ -147,8 +148,18 @@ def do_use(self: Acceptor, conn: Conn, cmd: c.Use) -> None:
         self.shard_of(cmd.tube),
         ops.REF,
         [cmd.tube, 1, 0],
-        lambda k, p: self.reply(k, proto.using(cmd.tube)),
+        functools.partial(self.reply_using, cmd.tube),
     )
+
+
+def reply_using(self: Acceptor, tube: str, conn: Conn, _payload: list[Any]) -> None:
+    """`use` answered by the tube's shard: USING."""
+    self.reply(conn, proto.using(tube))
+
+
+def reply_watching(self: Acceptor, conn: Conn, _payload: list[Any]) -> None:
+    """`watch` or `ignore` answered by the tube's shard: WATCHING and the count."""
+    self.reply(conn, proto.watching(len(conn.watch)))
 
 
 def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
@@ -157,8 +168,7 @@ def do_watch(self: Acceptor, conn: Conn, cmd: c.Watch) -> None:
         return
     conn.watch.append(cmd.tube)
     conn.away = None
-    done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
-    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, 1], done)
+    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, 1], self.reply_watching)
 
 
 def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
@@ -172,8 +182,7 @@ def do_ignore(self: Acceptor, conn: Conn, cmd: c.Ignore) -> None:
     conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
     conn.watch.pop()
     conn.away = None
-    done: Done = lambda k, p: self.reply(k, proto.watching(len(k.watch)))  # noqa: E731
-    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, -1], done)
+    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, -1], self.reply_watching)
 
 
 def connection_fields(self: Acceptor) -> dict[str, Any]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
 from shardq.cluster.routing import ID_BLOCK, block_ids, block_shard, id_block, tube_shard
-from shardq.processes.acceptor.conn import COORDINATOR
+from shardq.processes.acceptor.conn import COORDINATOR, Conn
 
 if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
@@ -48,7 +49,9 @@ def alloc_id(self: Acceptor, shard: int, then: Callable[[int], None]) -> None:
     """Hand out the next id of the shard's block, leasing blocks from the coordinator."""
     job_id = self.take_id(shard)
     if job_id is None:
-        self.lease_waiters.setdefault(shard, []).append(lambda: self.alloc_id(shard, then))
+        self.lease_waiters.setdefault(shard, []).append(
+            functools.partial(self.alloc_id, shard, then)
+        )
     else:
         then(job_id)
 
@@ -62,7 +65,12 @@ def lease(self: Acceptor, shard: int) -> None:
         return
     self.leasing[shard] = asked + 1
     rid = self.request(COORDINATOR, wire.LEASE, None, [shard], None)
-    self.pending[rid] = (None, lambda _c, p: self.on_lease(shard, p[0]))
+    self.pending[rid] = (None, functools.partial(self.leased, shard))
+
+
+def leased(self: Acceptor, shard: int, _conn: Conn | None, payload: list[Any]) -> None:
+    """The coordinator's answer to a lease: a block of ids for `shard`."""
+    self.on_lease(shard, payload[0])
 
 
 def on_lease(self: Acceptor, shard: int, block: int) -> None:

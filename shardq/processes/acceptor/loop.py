@@ -28,7 +28,6 @@ import resource
 import selectors
 import socket
 import ssl
-import struct
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -51,15 +50,7 @@ POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond p
 ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
-MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
-
-
-def monitor_event(frames: list[bytes]) -> int:
-    """The event number of a ZeroMQ socket-monitor message: its first frame starts with the
-    event (16 bits) and a value (32 bits), native order. Read here, not with
-    zmq.utils.monitor, which imports asyncio (≈ 25 ms more for every process start)."""
-    return int(MONITOR_HEAD.unpack_from(frames[0])[0])
 
 
 class Acceptor:
@@ -72,6 +63,7 @@ class Acceptor:
     flush_requests = peers.flush_requests
     on_monitor = peers.on_monitor
     on_blocks = peers.on_blocks
+    got_blocks = peers.got_blocks
     maybe_ready = peers.maybe_ready
     resent = peers.resent
     resync = peers.resync
@@ -111,6 +103,7 @@ class Acceptor:
     alloc_id = ids.alloc_id
     lease = ids.lease
     on_lease = ids.on_lease
+    leased = ids.leased
     job_shard = ids.job_shard
     joins_pipe = handlers.joins_pipe
     forward = handlers.forward
@@ -125,6 +118,8 @@ class Acceptor:
     on_touched = handlers.on_touched
     quit = handlers.quit
     do_use = handlers.do_use
+    reply_using = handlers.reply_using
+    reply_watching = handlers.reply_watching
     do_watch = handlers.do_watch
     do_ignore = handlers.do_ignore
     do_stats = handlers.do_stats
@@ -385,7 +380,7 @@ class Acceptor:
             target = self.monitor_target.get(s)
             if target is not None:
                 while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                    self.on_monitor(target, monitor_event(s.recv_multipart()))
+                    self.on_monitor(target, peers.monitor_event(s.recv_multipart()))
             elif s is not hosted:
                 while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
                     self.on_replies(wire.unpack(s.recv()))
