@@ -101,3 +101,23 @@ def test_malformed_input_gets_memcache_errors_and_the_connection_goes_on(kestrel
     raw.send(b"x" * 3000)  # a line too long: memcached closes such a client
     assert raw.read_until(b"\r\n") == b"CLIENT_ERROR line too long\r\n"
     assert raw.eof()
+
+
+def test_pipelined_sets_go_in_one_batch_and_answer_in_order(kestrel_server) -> None:
+    """Consecutive sets are sent to the server together; each still gets its own answer,
+    in order (none for noreply, STORED for one already expired), and the command after
+    them sees all of them."""
+    server = kestrel_server(1)
+    raw = Raw(server.kestrel)
+    raw.send(
+        b"set q1 0 0 1\r\na\r\n"
+        b"set q1 0 0 1 noreply\r\nb\r\n"
+        b"set q2 0 0 1\r\nc\r\n"
+        b"set q1 0 1000001 1\r\nd\r\n"  # a unix time long past: stored, never seen
+        b"set q1 0 0 1\r\ne\r\n"
+        b"get q1\r\n"
+    )
+    assert raw.read_until(b"END\r\n") == b"STORED\r\n" * 4 + b"VALUE q1 0 1\r\na\r\nEND\r\n"
+    assert raw.get("q1") == b"VALUE q1 0 1\r\nb\r\nEND\r\n"
+    assert raw.get("q1") == b"VALUE q1 0 1\r\ne\r\nEND\r\n"
+    assert raw.get("q2") == b"VALUE q2 0 1\r\nc\r\nEND\r\n"

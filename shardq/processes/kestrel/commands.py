@@ -89,25 +89,50 @@ def failed(reply: Reply) -> bytes:
 
 
 def do_set(front: Frontend, s: Session, cmd: k.Set) -> Task:
-    front.counters["cmd_set"] += 1
+    return (yield from do_sets(front, s, [cmd]))
+
+
+def do_sets(front: Frontend, s: Session, cmds: list[k.Set]) -> Task:
+    """Consecutive `set`s the client pipelined, as one batch of beanstalk puts (one round
+    trip for all of them); their answers in order."""
     at = now_ms()
-    expires = k.expiry_ms(cmd.expiry, at)
-    if expires is not None and expires <= at:  # dead on arrival: never seen by anyone
-        return None if cmd.noreply else r.STORED
-    put = line("put", PRIORITY, 0, TTR, len(cmd.data))[:-2] + b"\r\n" + cmd.data + b"\r\n"
-    replies = yield Send((*use_lines(s, cmd.queue), put))
-    answer = replies[-1]
+    lines: list[bytes] = []
+    parts: list[tuple[k.Set, int | None, int]] = []  # (set, expiry, beanstalk lines)
+    for cmd in cmds:
+        front.counters["cmd_set"] += 1
+        expires = k.expiry_ms(cmd.expiry, at)
+        if expires is not None and expires <= at:  # dead on arrival: never seen by anyone
+            parts.append((cmd, expires, 0))
+            continue
+        use = use_lines(s, cmd.queue)
+        data = cmd.data
+        put = line("put", PRIORITY, 0, TTR, len(data))[:-2] + b"\r\n" + data + b"\r\n"
+        lines += (*use, put)
+        parts.append((cmd, expires, len(use) + 1))
+    replies = (yield Send(tuple(lines))) if lines else []
+    answers: list[bytes] = []
+    at_reply = 0
+    for cmd, expires, n in parts:
+        reply = r.STORED
+        if n:
+            at_reply += n
+            reply = set_reply(front, cmd, replies[at_reply - 1], expires)
+        if not (cmd.noreply and reply == r.STORED):
+            answers.append(reply)
+    return b"".join(answers) if answers else None
+
+
+def set_reply(front: Frontend, cmd: k.Set, answer: Reply, expires: int | None) -> bytes:
+    """What a `set` answers for its put's beanstalk reply."""
     if answer.name == b"INSERTED":
         if expires is not None:
             front.expiry.add(answer.number(), expires, cmd.queue)
-        reply = r.STORED
-    elif answer.name in (b"OUT_OF_MEMORY", b"BURIED"):
-        reply = r.NOT_STORED
-    elif answer.name == b"JOB_TOO_BIG":
-        reply = k.TOO_LARGE
-    else:
-        reply = failed(answer)
-    return None if cmd.noreply and reply == r.STORED else reply
+        return r.STORED
+    if answer.name in (b"OUT_OF_MEMORY", b"BURIED"):
+        return r.NOT_STORED
+    if answer.name == b"JOB_TOO_BIG":
+        return k.TOO_LARGE
+    return failed(answer)
 
 
 def end_open(front: Frontend, s: Session, queue: str, abort: bool) -> Result:

@@ -32,6 +32,7 @@ from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
 from shardq.protocol.reader import Reply, ReplyError
 
+MAX_SET_BATCH = 64  #: pipelined `set`s sent to the server in one round trip
 RECV_BYTES = 256 * 1024
 CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
 
@@ -159,10 +160,19 @@ class Frontend:
         """Start the client's next commands while none is running; once its input has
         ended (or `quit`) and the last one is answered, close it after its output."""
         while s.phase is IDLE and s.task is None and s.sock is not None:
-            cmd = s.parser.next_command()
+            cmd, s.held = s.held or s.parser.next_command(), None
             if cmd is None:
                 break
-            if isinstance(cmd, k.Simple):
+            if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
+                sets = [cmd]
+                while len(sets) < MAX_SET_BATCH:
+                    s.held = s.parser.next_command()
+                    if not isinstance(s.held, k.Set):
+                        break
+                    sets.append(s.held)
+                    s.held = None
+                s.task = commands.do_sets(self, s, sets)
+            elif isinstance(cmd, k.Simple):
                 s.task = commands.SIMPLE[cmd.name](self, s, cmd)
             else:
                 s.task = commands.HANDLERS[type(cmd)](self, s, cmd)

@@ -17,7 +17,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from enum import IntEnum
 
-from shardq.protocol.kestrel import KestrelParser
+from shardq.protocol.kestrel import Command, KestrelParser
 from shardq.protocol.reader import Reply, ReplyReader
 
 
@@ -86,6 +86,8 @@ class Session:
         self.bout = bytearray()  # to the server
         self.phase = IDLE
         self.task: Task | None = None
+        #: a command read ahead (while gathering pipelined sets), to run next
+        self.held: Command | None = None
         self.expect = 0  # replies the current Send waits for
         self.got: list[Reply] = []
         self.open: dict[str, int] = {}  # queue -> job id of its open (reserved) item
