@@ -31,18 +31,16 @@ _LISTENING = re.compile(
 )
 
 
-#: ``shardq kestrel listening on HOST:PORT`` (`supervisor.KESTREL_LISTENING`): the second line
-#: of a server started with the Kestrel front-end.
-_KESTREL_LISTENING = re.compile(
-    re.escape(KESTREL_LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
-)
+def _line_pattern(template: str) -> re.Pattern[str]:
+    """A line the supervisor prints after the first, e.g. ``shardq kestrel listening on
+    HOST:PORT`` (`supervisor.KESTREL_LISTENING`), found anywhere in its first lines."""
+    return re.compile(
+        re.escape(template.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
+    )
 
 
-#: ``shardq metrics listening on HOST:PORT`` (`supervisor.METRICS_LISTENING`): the line of a
-#: server started with --metrics, after the others.
-_METRICS_LISTENING = re.compile(
-    re.escape(METRICS_LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
-)
+_KESTREL_LISTENING = _line_pattern(KESTREL_LISTENING)  #: with the Kestrel front-end on
+_METRICS_LISTENING = _line_pattern(METRICS_LISTENING)  #: with --metrics
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -64,24 +62,24 @@ def listening_port(line: bytes | str, host: str = "127.0.0.1") -> int | None:
     return int(match["port"])
 
 
-def kestrel_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
-    """The Kestrel port in a server's first stdout lines (``shardq kestrel listening on
-    HOST:PORT``) for `host`, else None."""
+def _port_in(pattern: re.Pattern[str], data: bytes | str, host: str) -> int | None:
     text = data.decode(errors="replace") if isinstance(data, bytes) else data
-    match = _KESTREL_LISTENING.search(text)
+    match = pattern.search(text)
     if match is None or match["host"] != host:
         return None
     return int(match["port"])
+
+
+def kestrel_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
+    """The Kestrel port in a server's first stdout lines (``shardq kestrel listening on
+    HOST:PORT``) for `host`, else None."""
+    return _port_in(_KESTREL_LISTENING, data, host)
 
 
 def metrics_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
     """The metrics port in a server's first stdout lines (``shardq metrics listening on
     HOST:PORT``) for `host`, else None."""
-    text = data.decode(errors="replace") if isinstance(data, bytes) else data
-    match = _METRICS_LISTENING.search(text)
-    if match is None or match["host"] != host:
-        return None
-    return int(match["port"])
+    return _port_in(_METRICS_LISTENING, data, host)
 
 
 def read_lines(proc: subprocess.Popen[bytes], count: int, timeout: float) -> bytes:

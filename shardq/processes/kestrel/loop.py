@@ -39,6 +39,18 @@ CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
 log = logging.getLogger(__name__)
 
 
+def send_some(sock: socket.socket, buf: bytearray) -> bool:
+    """Send what the socket takes now and drop it from `buf`; False: the peer is gone."""
+    try:
+        sent = sock.send(buf)
+    except (BlockingIOError, InterruptedError):
+        return True
+    except OSError:
+        return False
+    del buf[:sent]
+    return True
+
+
 class Frontend:
     def __init__(
         self,
@@ -278,29 +290,18 @@ class Frontend:
     def write_backend(self, s: Session) -> None:
         if s.phase is CLOSED:
             return
-        try:
-            sent = s.backend.send(s.bout)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError:
+        if not send_some(s.backend, s.bout):
             self.backend_lost(s)
             return
-        del s.bout[:sent]
         self.interest(s)
 
     def flush(self, s: Session) -> None:
         """Write what the client may have; close a finished session once it is written."""
         if s.phase is CLOSED:
             return
-        if s.out and s.sock is not None:
-            try:
-                sent = s.sock.send(s.out)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError:
-                self.close(s)
-                return
-            del s.out[:sent]
+        if s.out and s.sock is not None and not send_some(s.sock, s.out):
+            self.close(s)
+            return
         if s.phase is CLOSING and not s.out:
             self.close(s)
             return
