@@ -13,15 +13,29 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from shardq import __version__
+from shardq.processes.frontend.beanstalk import (
+    POLL_FIRST_S,
+    POLL_MAX_S,
+    Result,
+    line,
+    now_ms,
+    put_line,
+    reserve_within,
+    use_lines,
+    watch_lines,
+    yaml_list,
+    yaml_map,
+)
 from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
 from shardq.protocol.reader import Reply
 
-from .session import Send, Session, Sleep, Task
+from .session import KestrelSession as Session
+from .session import Send, Sleep, Task
 
 if TYPE_CHECKING:
     from .loop import Frontend
@@ -32,55 +46,9 @@ PRIORITY = 1024
 #: TTR of the jobs a Kestrel set puts: Kestrel's open items never time out (they end with
 #: close, abort or the client's disconnect), so the largest beanstalk allows.
 TTR = 0xFFFFFFFF
-#: Sub-second waits of ``get /t=`` poll with ``reserve-with-timeout 0`` (beanstalk waits are
-#: whole seconds): first after this long, doubling up to POLL_MAX_S.
-POLL_FIRST_S = 0.005
-POLL_MAX_S = 0.04
 #: At most this many ids are deleted by one janitor round.
 EXPIRE_BATCH = 256
 VERSION = f"shardq-{__version__}"
-
-Result = Generator[Any, Any, Any]
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def line(*words: object) -> bytes:
-    return " ".join(map(str, words)).encode() + b"\r\n"
-
-
-def use_lines(s: Session, queue: str) -> tuple[bytes, ...]:
-    """What makes `queue` the connection's used tube (nothing if it is already)."""
-    if s.use == queue:
-        return ()
-    s.use = queue
-    return (line("use", queue),)
-
-
-def watch_lines(s: Session, queue: str) -> tuple[bytes, ...]:
-    """What makes `queue` the one tube the connection watches."""
-    if s.watch == queue:
-        return ()
-    old, s.watch = s.watch, queue
-    return line("watch", queue), line("ignore", old)
-
-
-def yaml_map(body: bytes | None) -> dict[str, str]:
-    """A beanstalk stats body (``key: value`` lines) as a dict of strings."""
-    out = {}
-    for text in (body or b"").decode(errors="replace").splitlines():
-        key, sep, value = text.partition(": ")
-        if sep:
-            out[key] = value.strip().strip('"')
-    return out
-
-
-def yaml_list(body: bytes | None) -> list[str]:
-    """A beanstalk list body (``- name`` lines)."""
-    lines = (body or b"").decode(errors="replace").splitlines()
-    return [t[2:].strip().strip('"') for t in lines if t.startswith("- ")]
 
 
 def failed(reply: Reply) -> bytes:
@@ -106,8 +74,7 @@ def do_sets(front: Frontend, s: Session, cmds: list[k.Set]) -> Task:
             continue
         use = use_lines(s, cmd.queue)
         data = cmd.data
-        put = line("put", PRIORITY, 0, TTR, len(data))[:-2] + b"\r\n" + data + b"\r\n"
-        lines += (*use, put)
+        lines += (*use, put_line(PRIORITY, 0, TTR, data))
         parts.append((cmd, expires, len(use) + 1))
     replies = (yield Send(tuple(lines))) if lines else []
     answers: list[bytes] = []
@@ -165,11 +132,13 @@ def do_get(front: Frontend, s: Session, cmd: k.Get) -> Task:
         return r.ALREADY_OPEN
     front.counters["cmd_get"] += 1
     deadline = time.monotonic() + cmd.timeout_ms / 1000
-    before, wait, poll = watch_lines(s, cmd.queue), 0, POLL_FIRST_S
+    before = watch_lines(s, (cmd.queue,))
     while True:
-        replies = yield Send((*before, line("reserve-with-timeout", wait)))
-        before, wait = (), 0
-        answer = replies[-1]
+        answer = yield from reserve_within(s, deadline, before)
+        before = ()
+        if answer is None:
+            front.counters["get_misses"] += 1
+            return r.END
         if answer.name == b"RESERVED":
             job, body = answer.number(), answer.body or b""
             if front.expiry.expired(job, now_ms()):
@@ -187,20 +156,10 @@ def do_get(front: Frontend, s: Session, cmd: k.Get) -> Task:
             if deleted[0].name != b"DELETED":
                 return failed(deleted[0])
             return r.value(cmd.key, body)
-        if answer.name == b"DEADLINE_SOON":  # an open item put by beanstalk, near its TTR
-            yield Send(tuple(line("touch", job) for job in s.open.values()))
-            continue
-        if answer.name != b"TIMED_OUT":
+        if answer.name != b"DEADLINE_SOON":
             return failed(answer)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            front.counters["get_misses"] += 1
-            return r.END
-        if left >= 1:
-            wait = int(left)  # whole seconds, waited in the shard
-            continue
-        yield Sleep(min(poll, left))
-        poll = min(2 * poll, POLL_MAX_S)
+        # an open item put by beanstalk, near its TTR
+        yield Send(tuple(line("touch", job) for job in s.open.values()))
 
 
 def peek(front: Frontend, s: Session, cmd: k.Get) -> Result:

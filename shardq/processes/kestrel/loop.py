@@ -1,57 +1,34 @@
 """The Kestrel front-end process: memcache-dialect clients in, beanstalk out.
 
-One epoll loop owns the Kestrel listening socket, every Kestrel client and, for each, a
-private beanstalk connection to the server itself over the serving processes' private
-unix socket (``RUN_DIR/beanstalk.sock``: no TLS, no allow-list, since only this
-server's user can open the run directory). Each client's commands run one at a time as
-tasks (session.py, commands.py); a task's beanstalk lines go out as one write, and its
-replies come back in order.
-
-Memory is bounded per client: unparsed input stops being read past one item and one
-line (`max_input`), and a client that does not read its replies is closed past
-`max_output_bytes`, as on the beanstalk side.
+The loop is the front-ends' own (`frontend/loop.py`); this module adds what is Kestrel's:
+pipelined sets sent to the server as one batch, the commands' table (commands.py), and the
+janitor that deletes items past their expiry (expiry.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
-import itertools
 import logging
-import selectors
 import signal
 import socket
-import time
 from collections import Counter
 
-from shardq.processes import lifeline, wakeup
+from shardq.processes import wakeup
+from shardq.processes.frontend.loop import FrontendLoop
+from shardq.processes.frontend.session import Session, Task
 from shardq.processes.kestrel import commands
 from shardq.processes.kestrel.expiry import ExpiryBook
-from shardq.processes.kestrel.session import CLOSED, CLOSING, IDLE, Send, Session, Sleep
+from shardq.processes.kestrel.session import KestrelSession
 from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
-from shardq.protocol.reader import Reply, ReplyError
 
 MAX_SET_BATCH = 64  #: pipelined `set`s sent to the server in one round trip
-RECV_BYTES = 256 * 1024
-CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
 
 log = logging.getLogger(__name__)
 
 
-def send_some(sock: socket.socket, buf: bytearray) -> bool:
-    """Send what the socket takes now and drop it from `buf`; False: the peer is gone."""
-    try:
-        sent = sock.send(buf)
-    except (BlockingIOError, InterruptedError):
-        return True
-    except OSError:
-        return False
-    del buf[:sent]
-    return True
+class Frontend(FrontendLoop):
+    UNAVAILABLE = r.UNAVAILABLE
 
-
-class Frontend:
     def __init__(
         self,
         listen_fd: int,
@@ -61,328 +38,73 @@ class Frontend:
         queue_config: list[tuple[str, object]],
         supervisor: int,
     ) -> None:
-        self.listener = socket.socket(fileno=listen_fd)
-        self.listener.setblocking(False)
-        self.backend_path = backend_path
+        super().__init__(listen_fd, backend_path, k.MAX_LINE + max_item + 2, max_output_bytes)
         self.max_item = max_item
-        self.max_input = k.MAX_LINE + max_item + 2
-        self.max_output = max_output_bytes
         self.queue_config = queue_config  # what dump_config shows for every queue
         self.supervisor = supervisor  # who gets SIGHUP on `reload`
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.listener, selectors.EVENT_READ, None)
-        self.sessions: dict[int, Session] = {}
-        self.ids = itertools.count(1)
-        self.sleepers: list[tuple[float, int, Session]] = []
-        self.counters: Counter[str] = Counter()
         self.expired: Counter[str] = Counter()  # queue -> items expired
         self.expiry = ExpiryBook()
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
-        self.janitor: Session | None = None
-        self.rbuf = bytearray(RECV_BYTES)
+        self.janitor: KestrelSession | None = None
 
-    # ------------------------------------------------------------------ sessions
+    def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
+        return KestrelSession(sid, sock, backend, self.max_item)
 
-    def connect_backend(self) -> socket.socket:
-        backend = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            backend.connect(self.backend_path)
-        except OSError:
-            backend.close()
-            raise
-        backend.setblocking(False)
-        return backend
+    def internal_error(self) -> bytes:
+        return r.server_error("internal error")
 
-    def accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                log.warning("accept(): %s", e.strerror)
-                return
-            sock.setblocking(False)
-            if sock.family != socket.AF_UNIX:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            try:
-                backend = self.connect_backend()
-            except OSError as e:
-                log.warning("cannot reach the server at %s: %s", self.backend_path, e)
-                with contextlib.suppress(OSError):
-                    sock.send(r.UNAVAILABLE)
-                sock.close()
-                continue
-            s = Session(next(self.ids), sock, backend, self.max_item)
-            self.sessions[s.id] = s
-            self.counters["total_connections"] += 1
-            self.interest(s)
+    def next_task(self, s: Session) -> Task | None:
+        assert isinstance(s, KestrelSession)
+        cmd, s.held = s.held or s.parser.next_command(), None
+        if cmd is None:
+            return None
+        if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
+            sets = [cmd]
+            while len(sets) < MAX_SET_BATCH:
+                s.held = s.parser.next_command()
+                if not isinstance(s.held, k.Set):
+                    break
+                sets.append(s.held)
+                s.held = None
+            return commands.do_sets(self, s, sets)
+        if isinstance(cmd, k.Simple):
+            return commands.SIMPLE[cmd.name](self, s, cmd)
+        return commands.HANDLERS[type(cmd)](self, s, cmd)
 
-    def clients(self) -> int:
-        """Kestrel clients connected now (the janitor is none)."""
-        return len(self.sessions) - (self.janitor is not None)
-
-    def interest(self, s: Session) -> None:
-        """Register what each of the session's sockets waits for (epoll_ctl on a change):
-        the client readable unless its unparsed input is past the bound, writable while
-        replies wait; the backend always readable, writable while lines wait."""
-        if s.phase is CLOSED:
-            return
-        if s.sock is not None:
-            want = (0 if s.parser.buffered > self.max_input else selectors.EVENT_READ) | (
-                selectors.EVENT_WRITE if s.out else 0
-            )
-            s.events = self.set_events(s.sock, s.events, want, (CLIENT, s))
-        want = selectors.EVENT_READ | (selectors.EVENT_WRITE if s.bout else 0)
-        s.bevents = self.set_events(s.backend, s.bevents, want, (BACKEND, s))
-
-    def set_events(self, sock: socket.socket, had: int, want: int, data: object) -> int:
-        if want == had:
-            return had
-        if not had:
-            self.sel.register(sock, want, data)
-        elif not want:
-            self.sel.unregister(sock)
-        else:
-            self.sel.modify(sock, want, data)
-        return want
-
-    def close(self, s: Session) -> None:
-        """Close both sockets: the server releases the jobs this session held open, which
-        go back to the head of their queues."""
-        if s.phase is CLOSED:
-            return
-        s.step("close")
-        self.sessions.pop(s.id, None)
+    def closed(self, s: Session) -> None:
+        """The server releases the jobs a closed session held open: they go back to the
+        head of their queues."""
+        assert isinstance(s, KestrelSession)
         if s is self.janitor:
             self.janitor = None
-        for sock, events in ((s.sock, s.events), (s.backend, s.bevents)):
-            if sock is None:
-                continue
-            if events:
-                self.sel.unregister(sock)
-            sock.close()
         self.open_ids.difference_update(s.open.values())
         s.open.clear()
-        s.task = None
-
-    # ------------------------------------------------------------------ running commands
-
-    def pump(self, s: Session) -> None:
-        """Start the client's next commands while none is running; once its input has
-        ended (or `quit`) and the last one is answered, close it after its output."""
-        while s.phase is IDLE and s.task is None and s.sock is not None:
-            cmd, s.held = s.held or s.parser.next_command(), None
-            if cmd is None:
-                break
-            if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
-                sets = [cmd]
-                while len(sets) < MAX_SET_BATCH:
-                    s.held = s.parser.next_command()
-                    if not isinstance(s.held, k.Set):
-                        break
-                    sets.append(s.held)
-                    s.held = None
-                s.task = commands.do_sets(self, s, sets)
-            elif isinstance(cmd, k.Simple):
-                s.task = commands.SIMPLE[cmd.name](self, s, cmd)
-            else:
-                s.task = commands.HANDLERS[type(cmd)](self, s, cmd)
-            self.advance(s, None)
-        if s.eof and s.phase is IDLE and s.task is None:
-            s.step("finish")
-        self.flush(s)
-
-    def advance(self, s: Session, value: list[Reply] | None) -> None:
-        """Run the session's task (None: start it) until it waits (a Send, a Sleep) or is
-        done."""
-        task = s.task
-        assert task is not None
-        try:
-            step = next(task) if value is None else task.send(value)
-        except StopIteration as done:
-            s.task = None
-            s.step("done")
-            if done.value is not None and s.sock is not None:
-                self.answer(s, done.value)
-            return
-        except Exception:
-            log.exception("session %d: a command failed", s.id)
-            s.task = None
-            s.step("done")
-            if s.sock is not None:
-                self.answer(s, r.server_error("internal error"))
-            return
-        if isinstance(step, Send):
-            if not step.lines:  # nothing to ask: resume at once
-                self.advance(s, [])
-                return
-            s.step("send")
-            s.expect = len(step.lines)
-            s.got = []
-            s.bout += b"".join(step.lines)
-            self.write_backend(s)
-        elif isinstance(step, Sleep):
-            s.step("sleep")
-            s.wake_at = time.monotonic() + step.seconds
-            heapq.heappush(self.sleepers, (s.wake_at, s.id, s))
-
-    def answer(self, s: Session, data: bytes) -> None:
-        s.out += data
-        self.counters["bytes_written"] += len(data)
-        if len(s.out) > self.max_output:
-            log.debug("session %d closed: %d bytes of replies unread", s.id, len(s.out))
-            self.close(s)
-
-    # ------------------------------------------------------------------ socket events
-
-    def read_client(self, s: Session) -> None:
-        try:
-            n = s.sock.recv_into(self.rbuf) if s.sock is not None else 0
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.close(s)
-            return
-        if not n:
-            s.eof = True  # what it sent before is still answered, then it is closed
-            self.pump(s)
-            return
-        self.counters["bytes_read"] += n
-        s.parser.feed(memoryview(self.rbuf)[:n])
-        self.pump(s)
-
-    def read_backend(self, s: Session) -> None:
-        try:
-            n = s.backend.recv_into(self.rbuf)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            n = 0
-        if not n:
-            self.backend_lost(s)
-            return
-        s.reader.feed(memoryview(self.rbuf)[:n])
-        try:
-            while s.expect and (reply := s.reader.next_reply()) is not None:
-                s.got.append(reply)
-                if len(s.got) == s.expect:
-                    replies, s.got, s.expect = s.got, [], 0
-                    s.step("replied")
-                    self.advance(s, replies)
-        except ReplyError as e:
-            log.error("session %d: %s", s.id, e)
-            self.backend_lost(s)
-            return
-        self.pump(s)
-
-    def backend_lost(self, s: Session) -> None:
-        """The server closed our connection (a serving process restarted, a connection
-        limit): the items this client held open went back to their queues, so the client
-        is told and closed, as a Kestrel that went away."""
-        if s.task is not None and s.sock is not None:
-            self.answer(s, r.UNAVAILABLE)
-        s.task = None
-        if s.phase is not CLOSED:
-            s.step("finish")
-            self.flush(s)
-
-    def write_backend(self, s: Session) -> None:
-        if s.phase is CLOSED:
-            return
-        if not send_some(s.backend, s.bout):
-            self.backend_lost(s)
-            return
-        self.interest(s)
-
-    def flush(self, s: Session) -> None:
-        """Write what the client may have; close a finished session once it is written."""
-        if s.phase is CLOSED:
-            return
-        if s.out and s.sock is not None and not send_some(s.sock, s.out):
-            self.close(s)
-            return
-        if s.phase is CLOSING and not s.out:
-            self.close(s)
-            return
-        self.interest(s)
-
-    # ------------------------------------------------------------------ timers
-
-    def wake_sleepers(self) -> None:
-        now = time.monotonic()
-        while self.sleepers and self.sleepers[0][0] <= now:
-            _at, _id, s = heapq.heappop(self.sleepers)
-            if s.phase is CLOSED or s.task is None:
-                continue
-            s.step("woken")
-            self.advance(s, [])
-            self.pump(s)
 
     def count_expired(self, queue: str) -> None:
         if queue:
             self.expired[queue] += 1
 
-    def run_janitor(self) -> None:
-        """Delete jobs past their expiry, a batch at a time, on a connection of its own."""
+    def housekeeping(self) -> None:
+        """The janitor: delete jobs past their expiry, a batch at a time, on a connection
+        of its own."""
         due = self.expiry.next_due()
         if due is None or due > commands.now_ms():
             return
         if self.janitor is None:
-            try:
-                backend = self.connect_backend()
-            except OSError:
+            janitor = self.internal_session()
+            if janitor is None:
                 return
-            self.janitor = Session(next(self.ids), None, backend, 0)
-            self.sessions[self.janitor.id] = self.janitor
-            self.interest(self.janitor)
-        janitor = self.janitor
-        if janitor.task is not None:
+            assert isinstance(janitor, KestrelSession)
+            self.janitor = janitor
+        if self.janitor.task is not None:
             return
         jobs = self.expiry.due(commands.now_ms(), commands.EXPIRE_BATCH)
         if jobs:
-            janitor.task = commands.expire(self, janitor, jobs)
-            self.advance(janitor, None)
+            self.start(self.janitor, commands.expire(self, self.janitor, jobs))
 
-    def timeout(self) -> float:
-        timeout = lifeline.CHECK_EVERY_S
-        if self.sleepers:
-            timeout = min(timeout, max(0.0, self.sleepers[0][0] - time.monotonic()))
+    def next_due(self) -> float | None:
         due = self.expiry.next_due()
-        if due is not None:
-            timeout = min(timeout, max(0.0, (due - commands.now_ms()) / 1000))
-        return timeout
-
-    # ------------------------------------------------------------------ the loop
-
-    def turn(self) -> None:
-        for key, mask in self.sel.select(self.timeout()):
-            if key.data is None:
-                self.accept()
-                continue
-            if key.data is wakeup.SIGNALLED:
-                wakeup.drain(key.fd)
-                continue
-            kind, s = key.data
-            if s.phase is CLOSED:
-                continue
-            if kind == CLIENT:
-                if mask & selectors.EVENT_WRITE:
-                    self.flush(s)
-                if mask & selectors.EVENT_READ and s.phase is not CLOSED:
-                    self.read_client(s)
-            else:
-                if mask & selectors.EVENT_WRITE:
-                    self.write_backend(s)
-                if mask & selectors.EVENT_READ and s.phase is not CLOSED:
-                    self.read_backend(s)
-        self.wake_sleepers()
-        self.run_janitor()
-
-    def serve_forever(self) -> None:
-        while True:
-            lifeline.check()
-            self.turn()
+        return None if due is None else (due - commands.now_ms()) / 1000
 
 
 def main(
@@ -395,11 +117,6 @@ def main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    front = Frontend(listen_fd, backend_path, max_item, max_output_bytes, queue_config, supervisor)
-    front.sel.register(wakeup.install(), selectors.EVENT_READ, wakeup.SIGNALLED)
-    try:
-        front.serve_forever()
-    finally:
-        for s in list(front.sessions.values()):
-            front.close(s)
-        front.listener.close()
+    Frontend(
+        listen_fd, backend_path, max_item, max_output_bytes, queue_config, supervisor
+    ).serve_forever()
