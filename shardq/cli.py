@@ -226,6 +226,18 @@ def serve(
             help="Serve Kestrel's memcache dialect on PORT (Kestrel's: 22133), 0 = any [off].",
         ),
     ] = None,
+    workq_listen: Annotated[
+        str | None,
+        typer.Option("--workq-listen", metavar="ADDR", help="Workq front-end address [127.0.0.1]."),
+    ] = None,
+    workq_port: Annotated[
+        str | None,
+        typer.Option(
+            "--workq-port",
+            metavar="PORT",
+            help="Serve Workq's text protocol on PORT (Workq's: 9922), 0 = any [off].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -266,6 +278,8 @@ def serve(
         "metrics_listen": metrics,
         "kestrel_listen": kestrel_listen,
         "kestrel_port": kestrel_port,
+        "workq_listen": workq_listen,
+        "workq_port": workq_port,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

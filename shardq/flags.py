@@ -39,5 +39,7 @@ FLAGS = {
     "log_format": "--log-format",
     "kestrel_listen": "--kestrel-listen",
     "kestrel_port": "--kestrel-port",
+    "workq_listen": "--workq-listen",
+    "workq_port": "--workq-port",
     "metrics_listen": "--metrics",
 }

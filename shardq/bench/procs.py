@@ -23,7 +23,7 @@ import time
 from typing import IO
 
 from shardq.processes.child import role_of_pid
-from shardq.processes.supervisor import KESTREL_LISTENING, LISTENING, METRICS_LISTENING
+from shardq.processes.supervisor import FRONT_LISTENING, LISTENING, METRICS_LISTENING
 
 #: ``shardq listening on HOST:PORT`` (`supervisor.LISTENING`), then an optional line end.
 _LISTENING = re.compile(
@@ -33,13 +33,14 @@ _LISTENING = re.compile(
 
 def _line_pattern(template: str) -> re.Pattern[str]:
     """A line the supervisor prints after the first, e.g. ``shardq kestrel listening on
-    HOST:PORT`` (`supervisor.KESTREL_LISTENING`), found anywhere in its first lines."""
+    HOST:PORT`` (`supervisor.FRONT_LISTENING`), found anywhere in its first lines."""
     return re.compile(
         re.escape(template.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
     )
 
 
-_KESTREL_LISTENING = _line_pattern(KESTREL_LISTENING)  #: with the Kestrel front-end on
+_KESTREL_LISTENING = _line_pattern(FRONT_LISTENING.replace("{name}", "kestrel"))
+_WORKQ_LISTENING = _line_pattern(FRONT_LISTENING.replace("{name}", "workq"))
 _METRICS_LISTENING = _line_pattern(METRICS_LISTENING)  #: with --metrics
 
 
@@ -74,6 +75,12 @@ def kestrel_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
     """The Kestrel port in a server's first stdout lines (``shardq kestrel listening on
     HOST:PORT``) for `host`, else None."""
     return _port_in(_KESTREL_LISTENING, data, host)
+
+
+def workq_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
+    """The Workq port in a server's first stdout lines (``shardq workq listening on
+    HOST:PORT``) for `host`, else None."""
+    return _port_in(_WORKQ_LISTENING, data, host)
 
 
 def metrics_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:

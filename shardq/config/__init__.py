@@ -51,6 +51,9 @@ YAML layout::
     kestrel:
       listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
       port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
+    workq:
+      listen: 127.0.0.1    # the Workq (text protocol) front-end's address
+      port: null           # null -> no Workq front-end; Workq's own port is 9922; 0 -> any
 """
 
 from __future__ import annotations
@@ -146,6 +149,8 @@ class Config:
     metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
     kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
     kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
+    workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
+    workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
@@ -184,9 +189,11 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "metrics_listen": ("metrics.listen", _host_port),
     "kestrel_listen": ("kestrel.listen", _word),
     "kestrel_port": ("kestrel.port", _port_or_null),
+    "workq_listen": ("workq.listen", _word),
+    "workq_port": ("workq.port", _port_or_null),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "metrics")
+SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "workq", "metrics")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

@@ -42,12 +42,13 @@ from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
-ROLES = ("coordinator", "shard", "acceptor", "kestrel", "metrics")
+ROLES = ("coordinator", "shard", "acceptor", "kestrel", "workq", "metrics")
 ROLE_MODULES = (
     "shardq.processes.coordinator",
     "shardq.processes.shard_process",
     "shardq.processes.acceptor",
     "shardq.processes.kestrel",
+    "shardq.processes.workq",
 )
 PR_SET_PDEATHSIG = 1
 
@@ -184,6 +185,13 @@ def parser() -> argparse.ArgumentParser:
     kestrel.add_argument("--max-memory", type=int, default=0)
     kestrel.add_argument("--journal", action="store_true", help="the server keeps a log (-b)")
     kestrel.add_argument("--sync-journal", action="store_true", help="fsync before answering")
+    workq = roles.add_parser("workq")
+    _add_common(workq)
+    workq.add_argument("--listen-fd", type=int, required=True)
+    workq.add_argument("--backend", required=True, help="the serving processes' unix socket")
+    workq.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    workq.add_argument("--journal-dir", help="keep the Workq journal here (the -b directory)")
+    workq.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     return top
 
 
@@ -288,6 +296,14 @@ def run_kestrel(args: argparse.Namespace) -> None:
     )
 
 
+def run_workq(args: argparse.Namespace) -> None:
+    from shardq.processes.workq import main as workq_main
+
+    workq_main(
+        args.listen_fd, args.backend, args.max_output_bytes, args.journal_dir, args.sync_journal
+    )
+
+
 def run_metrics(args: argparse.Namespace) -> None:
     from shardq.processes.metrics import main as metrics_main
 
@@ -307,6 +323,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
     "acceptor": run_acceptor,
     "metrics": run_metrics,
     "kestrel": run_kestrel,
+    "workq": run_workq,
 }
 
 

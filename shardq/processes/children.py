@@ -170,6 +170,24 @@ def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
     )
 
 
+def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
+    """The Workq front-end: its listening socket, the run dir's private socket, and where
+    its journal goes (with -b: the log's directory)."""
+    return child_argv(
+        "workq",
+        listen_fd=listen_fd,
+        backend=os.path.join(run_dir, PRIVATE_SOCKET),
+        max_output_bytes=cfg.max_output_bytes,
+        journal_dir=cfg.wal_dir,
+        sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+        **common_options(cfg, run_dir),
+    )
+
+
+#: A protocol front-end's name -> its argv builder.
+FRONT_ARGV = {"kestrel": kestrel_argv, "workq": workq_argv}
+
+
 def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:
     """The metrics process: its HTTP socket, and the role labels that must run (/health).
     Without a hosted shard (--no-colocate) the serving processes' counters never reach its

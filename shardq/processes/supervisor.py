@@ -49,8 +49,9 @@ RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 #: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
 LISTENING = "shardq listening on {host}:{port}"
-#: The second line, with the Kestrel front-end on (`shardq.bench.procs.kestrel_port`).
-KESTREL_LISTENING = "shardq kestrel listening on {host}:{port}"
+#: The next lines, one per protocol front-end that is on (`shardq.bench.procs.kestrel_port`,
+#: `workq_port`): "shardq kestrel listening on ...", then "shardq workq listening on ...".
+FRONT_LISTENING = "shardq {name} listening on {host}:{port}"
 #: The metrics endpoint's line, after those (`shardq.bench.procs.metrics_port`).
 METRICS_LISTENING = "shardq metrics listening on {host}:{port}"
 
@@ -89,10 +90,15 @@ class Supervisor:
             check_layout(config.wal_dir, config.shards)
         self.stopping = False
         self.draining = False
-        self.kestrel: socket.socket | None = None  # the Kestrel front-end's listening socket
-        self.private: socket.socket | None = None  # the run dir's socket it reaches us on
-        if config.kestrel_port is not None:
-            self.bind_kestrel()
+        #: the protocol front-ends' listening sockets, by name (kestrel, workq)
+        self.fronts: dict[str, socket.socket] = {}
+        self.private: socket.socket | None = None  # the run dir's socket they reach us on
+        for name, host, port in (
+            ("kestrel", config.kestrel_listen, config.kestrel_port),
+            ("workq", config.workq_listen, config.workq_port),
+        ):
+            if port is not None:
+                self.bind_front(name, host, port)
         preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
@@ -119,10 +125,10 @@ class Supervisor:
         ]
         self.children += self.acceptors
         self.frontends: list[Child] = []  # stopped with the acceptors, before the shards
-        if self.kestrel is not None:
-            fd = self.kestrel.fileno()
-            argv = roles.kestrel_argv(config, self.run_dir, fd)
-            self.frontends.append(Child("kestrel", argv, (fd,)))
+        for name, sock in self.fronts.items():
+            fd = sock.fileno()
+            argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
+            self.frontends.append(Child(name, argv, (fd,)))
         self.children += self.frontends
         if self.metrics is not None:
             self.children.append(self.metrics_child(self.metrics))
@@ -139,21 +145,23 @@ class Supervisor:
         argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
         return Child("metrics", argv, (sock.fileno(),))
 
-    def bind_kestrel(self) -> None:
-        """The Kestrel front-end's listening socket (kestrel.listen, kestrel.port), and the
-        unix socket in the run directory through which it reaches the serving processes
-        whatever the public port asks (TLS, allow-list)."""
-        cfg = self.config
-        assert cfg.kestrel_port is not None
+    def bind_front(self, name: str, host: str, port: int) -> None:
+        """A protocol front-end's listening socket (kestrel.listen/port, workq.listen/port),
+        and the unix socket in the run directory through which the front-ends reach the
+        serving processes whatever the public port asks (TLS, allow-list)."""
         try:
-            self.kestrel = bind_listener(cfg.kestrel_listen, cfg.kestrel_port)
+            self.fronts[name] = bind_listener(host, port)
         except OSError as e:
-            where = describe(cfg.kestrel_listen, cfg.kestrel_port)
+            for sock in self.fronts.values():
+                close_listener(sock)
             if self.own_run_dir:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
-            raise ListenError(f"kestrel: cannot listen on {where}: {e.strerror}") from None
-        path = os.path.join(self.run_dir, PRIVATE_SOCKET)
-        self.private = bind_listener(f"unix:{path}", 0)
+            raise ListenError(
+                f"{name}: cannot listen on {describe(host, port)}: {e.strerror}"
+            ) from None
+        if self.private is None:
+            path = os.path.join(self.run_dir, PRIVATE_SOCKET)
+            self.private = bind_listener(f"unix:{path}", 0)
 
     def listen_fds(self) -> tuple[int, ...]:
         """What every serving process is given: the public socket, and the private one."""
@@ -189,9 +197,9 @@ class Supervisor:
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = listening_address(self.listener)
             print(LISTENING.format(host=host, port=port), flush=True)
-            if self.kestrel is not None:
-                host, port = listening_address(self.kestrel)
-                print(KESTREL_LISTENING.format(host=host, port=port), flush=True)
+            for name, sock in self.fronts.items():
+                host, port = listening_address(sock)
+                print(FRONT_LISTENING.format(name=name, host=host, port=port), flush=True)
             if self.metrics is not None:
                 host, port = listening_address(self.metrics)
                 print(METRICS_LISTENING.format(host=host, port=port), flush=True)
@@ -308,7 +316,7 @@ class Supervisor:
                     proc.kill()
                     proc.wait()
         close_listener(self.listener)
-        for extra in (self.kestrel, self.private, self.metrics):
+        for extra in (*self.fronts.values(), self.private, self.metrics):
             if extra is not None:
                 close_listener(extra)
         if self.own_run_dir:

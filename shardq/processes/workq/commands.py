@@ -1,0 +1,344 @@
+"""Each Workq command as beanstalk operations on the session's private connection, and
+the registry of what beanstalk cannot hold (registry.py).
+
+One named task per command (`HANDLERS`), a generator (see frontend/session.py). A Workq
+job name is the tube of the same name; a job waiting to be leased is a beanstalk job in it
+(priority: Workq's reversed, so higher goes first; TTR: Workq's, rounded up to seconds).
+A lease reserves and deletes it at once — Workq's leases outlive connections and end by
+the front-end's own timer, to the millisecond — and a lease that ends puts it back. The
+table of what maps to what is docs/PROTOCOLS.md.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from shardq.processes.frontend.beanstalk import (
+    Result,
+    line,
+    now_ms,
+    put_line,
+    reserve_within,
+    use_lines,
+    watch_lines,
+    yaml_list,
+    yaml_map,
+)
+from shardq.processes.frontend.session import Send, Session, Sleep, Task
+from shardq.processes.workq.registry import LEASED, WorkqJob
+from shardq.protocol import workq_args as a
+from shardq.protocol import workq_replies as r
+from shardq.protocol.reader import Reply
+from shardq.protocol.workq import Invalid
+from shardq.storage.workq_journal import Added
+
+if TYPE_CHECKING:
+    from .loop import Frontend
+
+#: Beanstalk priority of a Workq priority: reversed (Workq's highest goes first).
+TOP_PRIORITY = (1 << 31) - 1
+#: A job put through beanstalk and leased through Workq gets this ttl (Workq's largest).
+ADOPTED_TTL_MS = a.MAX_TTL_MS
+
+
+def beanstalk_pri(priority: int) -> int:
+    return TOP_PRIORITY - priority
+
+
+def seconds_up(ms: int) -> int:
+    return max(1, -(-ms // 1000))
+
+
+def failed(reply: Reply) -> bytes:
+    """A beanstalk answer a command did not expect, as a Workq SERVER-ERROR."""
+    return r.server_error(b" ".join(reply.words).decode(errors="replace").lower())
+
+
+def requeue(front: Frontend, s: Session, j: WorkqJob) -> Result:
+    """Put the job in its tube again (after a lease, or a failure that is retried)."""
+    f = j.fixed
+    put = put_line(beanstalk_pri(f.priority), 0, seconds_up(f.ttr), f.payload)
+    replies = yield Send((*use_lines(s, f.name), put))
+    if replies[-1].name == b"INSERTED":
+        front.registry.queued(j, replies[-1].number())
+    else:  # the server is full: the job cannot wait any more, it fails
+        front.fail_for_good(j)
+    front.changed(j)
+
+
+def retire(front: Frontend, s: Session, j: WorkqJob) -> Result:
+    """Take the job out of its tube, if it waits there."""
+    job = front.registry.unqueue(j)
+    if job:
+        front.retired.add(job)
+        replies = yield Send((line("delete", job),))
+        if replies[0].name == b"DELETED":
+            front.retired.discard(job)
+
+
+def do_add(front: Frontend, s: Session, cmd: a.Add) -> Task:
+    if front.registry.get(cmd.id) is not None:
+        return r.DUPLICATE_JOB
+    now = now_ms()
+    fixed = Added(
+        cmd.id,
+        cmd.name,
+        cmd.ttr,
+        cmd.ttl,
+        cmd.payload,
+        cmd.priority,
+        cmd.max_attempts,
+        cmd.max_fails,
+        now,
+        cmd.at,
+        cmd.is_run,
+    )
+    j = front.registry.add(fixed)
+    delay = -(-(cmd.at - now) // 1000) if cmd.at > now else 0
+    put = put_line(beanstalk_pri(cmd.priority), delay, seconds_up(cmd.ttr), cmd.payload)
+    replies = yield Send((*use_lines(s, cmd.name), put))
+    if replies[-1].name != b"INSERTED":
+        front.registry.drop(j)
+        if replies[-1].name in (b"OUT_OF_MEMORY", b"DRAINING"):
+            return r.server_error(
+                "queue is full" if replies[-1].name == b"OUT_OF_MEMORY" else "draining"
+            )
+        return failed(replies[-1])
+    front.registry.queued(j, replies[-1].number())
+    try:
+        front.journal(fixed)
+        front.changed(j)
+    except OSError as e:  # not kept: not accepted
+        yield from retire(front, s, j)
+        front.registry.drop(j)
+        return r.server_error(f"journal: {e.strerror}")
+    if cmd.wait_ms is None:
+        return r.OK
+    return (yield from run_wait(front, s, j, cmd.wait_ms))
+
+
+def run_wait(front: Frontend, s: Session, j: WorkqJob, wait_ms: int) -> Task:
+    """`run`: wait for the job's result until wait-timeout, or until its TTR if a worker
+    holds it then; the job goes when the run ends, whatever its end."""
+    deadline = time.monotonic() + wait_ms / 1000
+    extended = False
+    front.waiters.setdefault(j.id, set()).add(s)
+    front.runs[s.id] = j
+    try:
+        while not j.done and front.registry.get(j.id) is j:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if j.state is not LEASED or extended:
+                    break
+                extended = True  # a worker has it: wait for it until its TTR
+                deadline = time.monotonic() + max(0, j.deadline - now_ms()) / 1000
+                continue
+            yield Sleep(left)
+    finally:
+        front.unwait(j.id, s)
+        front.runs.pop(s.id, None)
+    answer = r.result(j.id, j.success, j.result or b"") if j.done else r.TIMEOUT
+    if front.registry.get(j.id) is j:
+        yield from retire(front, s, j)
+        front.forget(j)
+    return answer
+
+
+def do_result(front: Frontend, s: Session, cmd: a.Result) -> Task:
+    j = front.registry.get(cmd.id)
+    if j is None:
+        return r.NOT_FOUND
+    deadline = time.monotonic() + cmd.wait_ms / 1000
+    front.waiters.setdefault(j.id, set()).add(s)
+    try:
+        while not j.done and (left := deadline - time.monotonic()) > 0:
+            if front.registry.get(j.id) is not j:
+                return r.NOT_FOUND
+            yield Sleep(left)
+    finally:
+        front.unwait(j.id, s)
+    return r.result(j.id, j.success, j.result or b"") if j.done else r.TIMEOUT
+
+
+def do_lease(front: Frontend, s: Session, cmd: a.Lease) -> Task:
+    deadline = time.monotonic() + cmd.wait_ms / 1000
+    before = watch_lines(s, cmd.names)
+    while True:
+        answer = yield from reserve_within(s, deadline, before)
+        before = ()
+        if answer is None:
+            return r.TIMEOUT
+        if answer.name != b"RESERVED":
+            return failed(answer)
+        job, body = answer.number(), answer.body or b""
+        ident = front.registry.by_job.get(job)
+        if job in front.retired:  # completed or deleted while this reserve was under way
+            front.retired.discard(job)
+            yield Send((line("delete", job),))
+            continue
+        if ident is None:  # put through beanstalk: it becomes a Workq job here
+            replies = yield Send((line("stats-job", job), line("delete", job)))
+            j = adopt(front, job, body, yaml_map(replies[0].body))
+        else:
+            yield Send((line("delete", job),))
+            found = front.registry.get(ident)
+            if found is None:
+                continue
+            j = found
+        if not front.registry.lease(j, now_ms()):  # no attempts left: it failed
+            front.changed(j)
+            front.notify(j.id)
+            continue
+        front.changed(j)
+        return r.leased(j.id, j.fixed.name, j.fixed.ttr, j.fixed.payload)
+
+
+def adopt(front: Frontend, job: int, body: bytes, stats: dict[str, str]) -> WorkqJob:
+    """A job put through the beanstalk door, leased through Workq's: a Workq job with an id
+    of its own, its tube's name and its TTR."""
+    ttr = min(int(stats.get("ttr", "1")) * 1000, a.MAX_TTR_MS)
+    fixed = Added(
+        str(uuid.uuid4()),
+        stats.get("tube", "default"),
+        ttr,
+        ADOPTED_TTL_MS,
+        body,
+        0,
+        0,
+        0,
+        now_ms(),
+        0,
+        False,
+    )
+    j = front.registry.add(fixed)
+    front.journal(fixed)
+    return j
+
+
+def do_finish(front: Frontend, s: Session, cmd: a.Finish) -> Task:
+    j = front.registry.get(cmd.id)
+    if j is None:
+        return r.NOT_FOUND
+    if j.done:
+        return r.DUPLICATE_RESULT
+    yield from retire(front, s, j)
+    if front.registry.finish(j, cmd.success, cmd.result):
+        yield from requeue(front, s, j)
+        return r.OK
+    front.changed(j)
+    front.notify(j.id)
+    return r.OK
+
+
+def do_delete(front: Frontend, s: Session, cmd: a.Delete) -> Task:
+    j = front.registry.get(cmd.id)
+    if j is None:
+        return r.NOT_FOUND
+    yield from retire(front, s, j)
+    front.forget(j)
+    return r.OK
+
+
+def do_inspect(front: Frontend, s: Session, cmd: a.Inspect) -> Task:
+    if cmd.what == "server":
+        pairs: list[tuple[str, object]] = [
+            ("active-clients", front.clients()),
+            ("evicted-jobs", front.registry.evicted),
+            ("started", time.strftime(a.TIME_FORMAT, time.gmtime(front.started))),
+        ]
+        return r.inspected([r.block("server", pairs)])
+    if cmd.what == "job":
+        j = front.registry.get(cmd.name)
+        return r.NOT_FOUND if j is None else r.inspected([job_block(j)])
+    if cmd.what == "queues":
+        replies = yield Send((line("list-tubes"),))
+        names = sorted(yaml_list(replies[0].body))[cmd.offset : cmd.offset + cmd.limit]
+        found = yield from queue_blocks(s, names)
+        return r.inspected(found)
+    found = yield from queue_blocks(s, [cmd.name])
+    if not found:
+        return r.NOT_FOUND
+    if cmd.what == "queue":
+        return r.inspected(found)
+    jobs = front.registry.listed(cmd.name, cmd.what == "scheduled-jobs", now_ms())
+    return r.inspected(job_block(j) for j in jobs[cmd.offset : cmd.offset + cmd.limit])
+
+
+def queue_blocks(s: Session, names: list[str]) -> Result:
+    """``<name> 2`` / ready-len / scheduled-len for each tube that exists."""
+    if not names:
+        return []
+    replies = yield Send(tuple(line("stats-tube", name) for name in names))
+    out = []
+    for name, reply in zip(names, replies, strict=True):
+        if reply.name == b"OK":
+            t = yaml_map(reply.body)
+            pairs: list[tuple[str, object]] = [
+                ("ready-len", t.get("current-jobs-ready", 0)),
+                ("scheduled-len", t.get("current-jobs-delayed", 0)),
+            ]
+            out.append(r.block(name, pairs))
+    return out
+
+
+def job_block(j: WorkqJob) -> bytes:
+    f = j.fixed
+    pairs: list[tuple[str, object]] = [
+        ("name", f.name),
+        ("ttr", f.ttr),
+        ("ttl", f.ttl),
+        ("payload-size", len(f.payload)),
+        ("payload", f.payload),
+        ("max-attempts", f.max_attempts),
+        ("attempts", j.attempts),
+        ("max-fails", f.max_fails),
+        ("fails", j.fails),
+        ("priority", f.priority),
+        ("state", int(j.state)),
+        ("created", time.strftime(a.TIME_FORMAT, time.gmtime(f.created / 1000))),
+    ]
+    if f.at:
+        pairs.append(("time", time.strftime(a.TIME_FORMAT, time.gmtime(f.at / 1000))))
+    return r.block(j.id, pairs)
+
+
+def do_invalid(front: Frontend, s: Session, cmd: Invalid) -> Task:
+    if cmd.close:
+        s.eof = True
+    return cmd.reply
+    yield
+
+
+def housekeeping(front: Frontend, s: Session) -> Task:
+    """The janitor's task: leases past their TTR go back to their tube (or fail, past
+    max-attempts); jobs past their ttl go, result and all (counted as evicted if they
+    were not done)."""
+    ended, expired = front.registry.due(now_ms())
+    for j in ended:
+        if front.registry.lease_ended(j):
+            yield from requeue(front, s, j)
+        else:
+            front.changed(j)
+            front.notify(j.id)
+    for j in expired:
+        if not j.done:
+            front.registry.evicted += 1
+        yield from retire(front, s, j)
+        front.forget(j)
+    return None
+
+
+Handler = Callable[["Frontend", Session, Any], Task]
+
+HANDLERS: dict[type, Handler] = {
+    a.Add: do_add,
+    a.Result: do_result,
+    a.Lease: do_lease,
+    a.Finish: do_finish,
+    a.Delete: do_delete,
+    a.Inspect: do_inspect,
+    Invalid: do_invalid,
+}

@@ -1,0 +1,134 @@
+"""The Workq front-end process: Workq's text protocol in, beanstalk out.
+
+The loop is the front-ends' own (`frontend/loop.py`); this module adds what is Workq's:
+the registry of Workq jobs (registry.py) and its journal under ``-b DIR``, the sessions
+waiting for a job's result (`run`, `result`), and the janitor that ends leases past their
+TTR and jobs past their ttl.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import time
+
+from shardq.processes import wakeup
+from shardq.processes.frontend.beanstalk import now_ms
+from shardq.processes.frontend.loop import FrontendLoop
+from shardq.processes.frontend.session import Session, Task
+from shardq.processes.workq import commands
+from shardq.processes.workq.registry import FAILED, Registry, WorkqJob
+from shardq.protocol import workq as w
+from shardq.protocol import workq_args, workq_replies
+from shardq.storage.workq_journal import Dropped, Journal, Record
+
+log = logging.getLogger(__name__)
+
+
+class Frontend(FrontendLoop):
+    UNAVAILABLE = workq_replies.UNAVAILABLE
+
+    def __init__(
+        self,
+        listen_fd: int,
+        backend_path: str,
+        max_output_bytes: int,
+        journal_dir: str | None,
+        sync: bool,
+    ) -> None:
+        super().__init__(listen_fd, backend_path, w.MAX_LINE + w.MAX_BLOCK + 2, max_output_bytes)
+        self.started = time.time()
+        self.registry = Registry()
+        self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
+        self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
+        self.retired: set[int] = set()  # beanstalk ids being deleted (not to be leased)
+        self.janitor: Session | None = None
+        self.book: Journal | None = None
+        if journal_dir is not None:
+            self.book = Journal(journal_dir, sync)
+            self.registry.replay(self.book.load())
+            self.book.rewrite(self.registry.snapshot())
+            log.info("workq: %d jobs from the journal", len(self.registry))
+
+    def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
+        return Session(sid, sock, backend, w.WorkqParser())
+
+    def internal_error(self) -> bytes:
+        return workq_replies.server_error("internal error")
+
+    def next_task(self, s: Session) -> Task | None:
+        frame = s.parser.next_command()
+        if frame is None:
+            return None
+        cmd = frame if isinstance(frame, w.Invalid) else workq_args.parse(frame, now_ms())
+        return commands.HANDLERS[type(cmd)](self, s, cmd)
+
+    # ------------------------------------------------------------------ the registry's ends
+
+    def journal(self, record: Record) -> None:
+        if self.book is not None:
+            self.book.append(record)
+
+    def changed(self, j: WorkqJob) -> None:
+        """Write a job's moving fields (a disk error is logged: the job goes on in memory)."""
+        try:
+            self.journal(j.changed())
+        except OSError as e:
+            log.error("workq journal: %s", e)
+
+    def forget(self, j: WorkqJob) -> None:
+        self.registry.drop(j)
+        try:
+            self.journal(Dropped(j.id))
+        except OSError as e:
+            log.error("workq journal: %s", e)
+        self.notify(j.id)
+
+    def fail_for_good(self, j: WorkqJob) -> None:
+        j.state, j.result, j.success = FAILED, b"", False
+        self.notify(j.id)
+
+    def notify(self, ident: str) -> None:
+        for s in list(self.waiters.get(ident, ())):
+            self.wake(s)
+
+    def unwait(self, ident: str, s: Session) -> None:
+        waiting = self.waiters.get(ident)
+        if waiting is not None:
+            waiting.discard(s)
+            if not waiting:
+                del self.waiters[ident]
+
+    def closed(self, s: Session) -> None:
+        if s is self.janitor:
+            self.janitor = None
+        j = self.runs.pop(s.id, None)
+        if j is not None:  # its run ended with its client: the job goes (by the janitor)
+            self.unwait(j.id, s)
+            self.registry.expire_now(j, now_ms())
+
+    # ------------------------------------------------------------------ the janitor
+
+    def housekeeping(self) -> None:
+        due = self.registry.next_due()
+        if due is None or due > now_ms():
+            return
+        if self.janitor is None:
+            self.janitor = self.internal_session()
+            if self.janitor is None:
+                return
+        if self.janitor.task is None:
+            self.start(self.janitor, commands.housekeeping(self, self.janitor))
+
+    def next_due(self) -> float | None:
+        due = self.registry.next_due()
+        return None if due is None else (due - now_ms()) / 1000
+
+
+def main(
+    listen_fd: int, backend_path: str, max_output_bytes: int, journal_dir: str | None, sync: bool
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
+    Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync).serve_forever()
