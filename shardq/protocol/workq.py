@@ -6,8 +6,9 @@ are followed by a block of as many bytes as their size word says, and a CRLF. Wh
 command's words mean is `workq_args.py`; the replies are `workq_replies.py`.
 
 Errors are Workq's own, answered and then the stream goes on: a block whose size word is
-a number is always consumed (the declared bytes and two more; past 1 MiB it is refused
-and dropped as it arrives, never buffered), so a bad block never turns into commands.
+a number is always consumed (the declared bytes and the CRLF; if no CRLF follows them, up
+to the next CRLF; past 1 MiB it is refused and dropped as it arrives, never buffered), so
+a bad block never turns into commands.
 Only a line longer than `MAX_LINE` with no end in sight closes the connection (the next
 command cannot be found).
 """
@@ -176,15 +177,19 @@ class WorkqParser:
             del self.buf[:dropped]
             self.skip = size + 2 - dropped
             return Invalid(size_error if not isinstance(split, Invalid) else split.reply)
-        if len(self.buf) < line_end + size + 2:
+        end = line_end + size
+        if len(self.buf) < end + 2:
             return None
-        block = bytes(self.buf[line_end : line_end + size])
-        ended = self.buf[line_end + size : line_end + size + 2] == b"\r\n"
-        del self.buf[: line_end + size + 2]
+        if self.buf[end : end + 2] != b"\r\n":  # the size was wrong: drop through the next CRLF
+            cut = self.buf.find(b"\r\n", end)
+            if cut < 0 and len(self.buf) - end <= MAX_LINE:
+                return None
+            del self.buf[: cut + 2 if cut >= 0 else len(self.buf)]
+            return split if isinstance(split, Invalid) else Invalid(size_error)
+        block = bytes(self.buf[line_end:end])
+        del self.buf[: end + 2]
         if isinstance(split, Invalid):
             return split
-        if not ended:
-            return Invalid(size_error)
         return Frame(name, tuple(words[1:]), split[1], block)
 
     def _plain_words(self, line_end: int) -> list[bytes]:

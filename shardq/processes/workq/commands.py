@@ -61,12 +61,32 @@ def requeue(front: Frontend, s: Session, j: WorkqJob) -> Result:
     """Put the job in its tube again (after a lease, or a failure that is retried)."""
     f = j.fixed
     put = put_line(beanstalk_pri(f.priority), 0, seconds_up(f.ttr), f.payload)
-    replies = yield Send((*use_lines(s, f.name), put))
+    replies = yield from putting(front, (*use_lines(s, f.name), put))
     if replies[-1].name == b"INSERTED":
         front.registry.queued(j, replies[-1].number())
     else:  # the server is full: the job cannot wait any more, it fails
         front.fail_for_good(j)
     front.changed(j)
+
+
+def putting(front: Frontend, lines: tuple[bytes, ...]) -> Result:
+    """Send a put (and the lines before it); while its answer is under way, a worker's
+    reserve may already have the job: `known_job` waits for every such put."""
+    token = next(front.put_tokens)
+    front.puts_in_flight.add(token)
+    try:
+        return (yield Send(lines))
+    finally:
+        front.puts_in_flight.discard(token)
+
+
+def known_job(front: Frontend, job: int) -> Result:
+    """The UUID of reserved beanstalk job `job` (None: a job put through beanstalk). Its
+    put may be one of ours whose answer has not been read yet: wait for those first."""
+    waiting = set(front.puts_in_flight)
+    while front.registry.by_job.get(job) is None and waiting & front.puts_in_flight:
+        yield Sleep(0.0005)
+    return front.registry.by_job.get(job)
 
 
 def retire(front: Frontend, s: Session, j: WorkqJob) -> Result:
@@ -99,7 +119,7 @@ def do_add(front: Frontend, s: Session, cmd: a.Add) -> Task:
     j = front.registry.add(fixed)
     delay = -(-(cmd.at - now) // 1000) if cmd.at > now else 0
     put = put_line(beanstalk_pri(cmd.priority), delay, seconds_up(cmd.ttr), cmd.payload)
-    replies = yield Send((*use_lines(s, cmd.name), put))
+    replies = yield from putting(front, (*use_lines(s, cmd.name), put))
     if replies[-1].name != b"INSERTED":
         front.registry.drop(j)
         if replies[-1].name in (b"OUT_OF_MEMORY", b"DRAINING"):
@@ -174,7 +194,7 @@ def do_lease(front: Frontend, s: Session, cmd: a.Lease) -> Task:
         if answer.name != b"RESERVED":
             return failed(answer)
         job, body = answer.number(), answer.body or b""
-        ident = front.registry.by_job.get(job)
+        ident = yield from known_job(front, job)
         if job in front.retired:  # completed or deleted while this reserve was under way
             front.retired.discard(job)
             yield Send((line("delete", job),))

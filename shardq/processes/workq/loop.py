@@ -8,6 +8,7 @@ TTR and jobs past their ttl.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import signal
 import socket
@@ -43,6 +44,8 @@ class Frontend(FrontendLoop):
         self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
         self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be leased)
+        self.put_tokens = itertools.count(1)
+        self.puts_in_flight: set[int] = set()  # puts whose INSERTED is not read yet
         self.janitor: Session | None = None
         self.book: Journal | None = None
         if journal_dir is not None:
