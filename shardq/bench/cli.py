@@ -104,6 +104,14 @@ def bench(
         bool, typer.Option("--keep", help="Leave the jobs the run put in the server.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            help="beanstalk, or kestrel / workq: -w put or reserve through shardq's Kestrel or "
+            "Workq port (--port).",
+        ),
+    ] = "beanstalk",
     verbose: Verbose = 0,
 ) -> None:
     _setup_logging(verbose)
@@ -139,6 +147,8 @@ def bench(
     except OSError as e:
         typer.echo(f"shardq bench: {e}", err=True)
         raise typer.Exit(1) from None
+    if protocol != "beanstalk":
+        _other_door(spec, protocol, as_json)
     try:
         result = run(spec, progress=_progress_wanted(as_json))
     except (OSError, RuntimeError) as e:
@@ -148,6 +158,26 @@ def bench(
     result["cleanup"] = _clean_up(spec, keep)
     typer.echo(json.dumps(result, indent=2) if as_json else format_result(result))
     raise typer.Exit(1 if result["errors"] else 0)
+
+
+def _other_door(spec: Spec, protocol: str, as_json: bool) -> None:
+    """A put or reserve load through the Kestrel or Workq door (bench/protocols.py)."""
+    from shardq.bench.protocols import LOADS, PROTOCOLS, format_protocol_result, run_protocol
+
+    if protocol not in PROTOCOLS or spec.workload not in LOADS:
+        typer.echo(
+            f"shardq bench: --protocol is one of {', '.join(PROTOCOLS)}; kestrel and workq run"
+            f" -w {' or -w '.join(LOADS)}",
+            err=True,
+        )
+        raise typer.Exit(2)
+    try:
+        result = run_protocol(spec, protocol)
+    except (OSError, RuntimeError) as e:
+        typer.echo(f"shardq bench: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(result, indent=2) if as_json else format_protocol_result(result))
+    raise typer.Exit(0)
 
 
 def _jobs(n: int) -> str:

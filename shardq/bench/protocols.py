@@ -1,0 +1,249 @@
+"""`shardq bench --protocol kestrel|workq`: put and get loads through shardq's other doors.
+
+One process drives every connection (selectors), keeping `pipeline` requests in flight on
+each; every reply is checked. The loads:
+
+* ``put``: Kestrel ``set``; Workq ``add`` (a fresh UUID each);
+* ``reserve``: Kestrel ``get`` of a queue filled first; Workq ``lease`` then ``complete`` (a
+  cycle counts once, when its ``complete`` is answered).
+
+Bounded by time (`duration`) and count (`jobs`); a get load stops with an error if its
+queue runs dry (raise --prefill). The queue is the run's own (``bench-XXXXXX``) and what
+the run leaves is removed at the end (Kestrel ``flush``; Workq ``delete`` of each job it
+added that no one took).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import selectors
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from shardq.bench.workloads import Spec
+
+PROTOCOLS = ("beanstalk", "kestrel", "workq")
+LOADS = ("put", "reserve")
+FILL_BATCH = 500
+WORKQ_TTR_MS = 60_000
+WORKQ_TTL_MS = 600_000  # a job the run leaves goes by itself after ten minutes anyway
+
+log = logging.getLogger(__name__)
+
+_STORED = re.compile(rb"STORED\r\n")
+_VALUE = re.compile(rb"VALUE \S+ \d+ (\d+)\r\n")
+_OK = re.compile(rb"\+OK\r\n")
+_LEASED = re.compile(rb"\+OK 1\r\n([0-9a-f-]{36}) \S+ \d+ (\d+)\r\n")
+
+
+class LoadError(RuntimeError):
+    pass
+
+
+#: One reply read from the front of a buffer: (bytes it took, counted, what to send next),
+#: or None when the reply is not all here yet.
+Read = tuple[int, bool, bytes] | None
+
+
+@dataclass
+class Door:
+    """A protocol's load: what a request is and how its replies read."""
+
+    request: Callable[[], bytes]
+    read: Callable[[bytearray], Read]
+    added: list[str] = field(default_factory=list)  # Workq: the ids the run added
+
+
+def unexpected(buf: bytearray) -> LoadError:
+    return LoadError(f"unexpected reply {bytes(buf[:80])!r}")
+
+
+def read_stored(buf: bytearray) -> Read:
+    if (m := _STORED.match(buf)) is not None:
+        return m.end(), True, b""
+    if b"\r\n" in buf:
+        raise unexpected(buf)
+    return None
+
+
+def read_value(buf: bytearray) -> Read:
+    m = _VALUE.match(buf)
+    if m is not None:
+        end = m.end() + int(m[1]) + 2 + 5  # the item, CRLF, END CRLF
+        if len(buf) < end:
+            return None
+        return end, True, b""
+    if buf.startswith(b"END\r\n"):
+        raise LoadError("the queue ran dry: raise --prefill")
+    if b"\r\n" in buf:
+        raise unexpected(buf)
+    return None
+
+
+def read_added(buf: bytearray) -> Read:
+    if (m := _OK.match(buf)) is not None:
+        return m.end(), True, b""
+    if b"\r\n" in buf:
+        raise unexpected(buf)
+    return None
+
+
+def read_lease_cycle(buf: bytearray) -> Read:
+    """A lease's job (answered with its complete) or a complete's +OK (counted)."""
+    if (m := _OK.match(buf)) is not None:
+        return m.end(), True, b""
+    m = _LEASED.match(buf)
+    if m is not None:
+        end = m.end() + int(m[2]) + 2
+        if len(buf) < end:
+            return None
+        return end, False, b"complete %s 0\r\n\r\n" % m[1]
+    if buf.startswith(b"-TIMEOUT"):
+        raise LoadError("the queue ran dry: raise --prefill")
+    if buf.count(b"\r\n") >= 2 or buf.startswith(b"-"):
+        raise unexpected(buf)
+    return None
+
+
+def door(spec: Spec, protocol: str, load: str, body: bytes) -> Door:
+    queue = spec.prefix
+    if protocol == "kestrel":
+        item = b"set %s 0 0 %d\r\n%s\r\n" % (queue.encode(), len(body), body)
+        if load == "put":
+            return Door(constant(item), read_stored)
+        return Door(constant(b"get %s\r\n" % queue.encode()), read_value)
+    d = Door(constant(b""), read_added)
+
+    def add() -> bytes:
+        ident = str(uuid.uuid4())
+        d.added.append(ident)
+        head = f"add {ident} {queue} {WORKQ_TTR_MS} {WORKQ_TTL_MS} {len(body)}\r\n"
+        return head.encode() + body + b"\r\n"
+
+    if load == "put":
+        d.request = add
+        return d
+    d.request, d.read = constant(f"lease {queue} 1000\r\n".encode()), read_lease_cycle
+    return d
+
+
+def constant(data: bytes) -> Callable[[], bytes]:
+    """A request that is always the same bytes."""
+
+    def same() -> bytes:
+        return data
+
+    return same
+
+
+def drive(spec: Spec, d: Door, seconds: float | None, most: int, depth: int) -> tuple[int, float]:
+    """Keep `depth` requests in flight on each of the spec's connections until `seconds`
+    pass or `most` are counted: (counted, elapsed seconds)."""
+    sel = selectors.DefaultSelector()
+    bufs: dict[socket.socket, bytearray] = {}
+    try:
+        for _ in range(spec.connections):
+            sock = socket.create_connection((spec.host, spec.port), timeout=10)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(b"".join(d.request() for _ in range(min(depth, most))))
+            sock.setblocking(False)
+            sel.register(sock, selectors.EVENT_READ)
+            bufs[sock] = bytearray()
+        count, sent, start = 0, depth * spec.connections, time.monotonic()
+        end = start + seconds if seconds is not None else float("inf")
+        while time.monotonic() < end and count < most:
+            events = sel.select(1.0)
+            if not events:
+                raise LoadError("no reply for a second")
+            for key, _ in events:
+                conn = key.fileobj
+                if not isinstance(conn, socket.socket):
+                    continue
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    raise LoadError("the server closed the connection")
+                buf = bufs[conn]
+                buf += chunk
+                out: list[bytes] = []
+                while (got := d.read(buf)) is not None:
+                    took, counted, follow = got
+                    del buf[:took]
+                    if follow:
+                        out.append(follow)
+                    if counted:
+                        count += 1
+                        if sent < most:
+                            out.append(d.request())
+                            sent += 1
+                if out:
+                    conn.sendall(b"".join(out))
+        return count, time.monotonic() - start
+    finally:
+        for sock in bufs:
+            sock.close()
+
+
+def run_protocol(spec: Spec, protocol: str) -> dict[str, object]:
+    """One put or reserve load through `protocol`'s door: ops/s and what was left."""
+    if spec.workload not in LOADS:
+        raise LoadError(f"--protocol {protocol} runs -w put or -w reserve")
+    body = b"x" * spec.size
+    most = spec.jobs or 10**12
+    if spec.workload == "reserve":
+        fill = door(spec, protocol, "put", body)
+        want = spec.jobs or spec.prefill
+        log.info("putting %d jobs through %s first", want, protocol)
+        drive(dataclasses.replace(spec, connections=1), fill, None, want, FILL_BATCH)
+        added = fill.added
+    d = door(spec, protocol, spec.workload, body)
+    count, elapsed = drive(spec, d, spec.duration, most, spec.pipeline)
+    if spec.workload == "put":
+        added = d.added
+    removed = clean_up(spec, protocol, added)
+    return {
+        "protocol": protocol,
+        "workload": spec.workload,
+        "ops": count,
+        "seconds": round(elapsed, 3),
+        "ops_per_s": round(count / elapsed if elapsed else 0.0, 1),
+        "connections": spec.connections,
+        "pipeline": spec.pipeline,
+        "size": spec.size,
+        "queue": spec.prefix,
+        "removed": removed,
+    }
+
+
+def clean_up(spec: Spec, protocol: str, added: list[str]) -> int:
+    """Remove what the run left in its queue: how many Workq jobs were deleted (Kestrel's
+    flush does not say)."""
+    with socket.create_connection((spec.host, spec.port), timeout=30) as sock:
+        if protocol == "kestrel":
+            sock.sendall(b"flush %s\r\n" % spec.prefix.encode())
+            answer = b""
+            while not answer.endswith(b"\r\n"):
+                answer += sock.recv(100)
+            return 0
+        removed = 0
+        for first in range(0, len(added), FILL_BATCH):
+            ids = added[first : first + FILL_BATCH]
+            sock.sendall(b"".join(b"delete %s\r\n" % i.encode() for i in ids))
+            answer = b""
+            while answer.count(b"\r\n") < len(ids):
+                answer += sock.recv(1 << 16)
+            removed += answer.count(b"+OK\r\n")
+        return removed
+
+
+def format_protocol_result(result: dict[str, object]) -> str:
+    return (
+        f"{result['protocol']} {result['workload']}: {result['ops_per_s']:,} ops/s "
+        f"({result['ops']:,} in {result['seconds']} s; {result['connections']} connections, "
+        f"{result['pipeline']} in flight each, {result['size']}-byte bodies; "
+        f"queue {result['queue']}; {result['removed']} Workq jobs deleted at the end)"
+    )
