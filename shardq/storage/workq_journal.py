@@ -121,9 +121,12 @@ class Journal:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
 
     def append(self, record: Record) -> None:
-        if self.fd < 0:
+        self.append_many([record])
+
+    def append_many(self, records: list[Record]) -> None:
+        if self.fd < 0 or not records:
             return
-        data = memoryview(encode(record))
+        data = memoryview(b"".join(encode(r) for r in records))
         while data:
             data = data[os.write(self.fd, data) :]
         if self.sync:

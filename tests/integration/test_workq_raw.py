@@ -209,3 +209,30 @@ def test_duplicates_and_a_too_long_line(workq_server) -> None:
     c.send(b"lease " + b"q" * 20_000)  # no end in sight: the next command cannot be found
     assert c.reply() == b"-CLIENT-ERROR Line too long\r\n"
     assert c.eof()
+
+
+def test_pipelined_adds_are_answered_in_order(workq_server) -> None:
+    """Adds sent together go to the server as one batch; a repeat inside the batch, a bad
+    one and a command of another kind between them are each answered in their place."""
+    server = workq_server(4)
+    c = Workq(server.workq)
+    first, second = new_id(), new_id()
+
+    def line(ident: str, body: bytes = b"x") -> bytes:
+        return f"add {ident} pipe 1000 60000 {len(body)}\r\n".encode() + body + b"\r\n"
+
+    c.send(
+        line(first)
+        + line(first)  # the same id in the same batch
+        + line("nope")
+        + b"inspect queue pipe\r\n"
+        + line(second, b"yy")
+    )
+    assert [c.reply() for _ in range(5)] == [
+        b"+OK\r\n",
+        b"-CLIENT-ERROR Duplicate job\r\n",
+        b"-CLIENT-ERROR Invalid ID\r\n",
+        b"+OK 1\r\npipe 2\r\nready-len 1\r\nscheduled-len 0\r\n",
+        b"+OK\r\n",
+    ]
+    assert c.cmd(b"lease pipe 1000\r\n") == f"+OK 1\r\n{first} pipe 1000 1\r\nx\r\n".encode()

@@ -100,6 +100,8 @@ class Session:
         self.bout = bytearray()  # to the server
         self.phase = IDLE
         self.task: Task | None = None
+        #: a command read ahead (while gathering a batch of the same kind), to run next
+        self.held: Any = None
         self.expect = 0  # replies the current Send waits for
         self.got: list[Reply] = []
         self.use = "default"  # the beanstalk connection's used tube

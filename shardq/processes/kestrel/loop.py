@@ -21,9 +21,15 @@ from shardq.processes.kestrel.session import KestrelSession
 from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
 
-MAX_SET_BATCH = 64  #: pipelined `set`s sent to the server in one round trip
-
 log = logging.getLogger(__name__)
+
+
+def is_set(cmd: object) -> bool:
+    return isinstance(cmd, k.Set)
+
+
+def next_parsed(s: Session) -> k.Command | None:
+    return s.parser.next_command()
 
 
 class Frontend(FrontendLoop):
@@ -59,14 +65,7 @@ class Frontend(FrontendLoop):
         if cmd is None:
             return None
         if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
-            sets = [cmd]
-            while len(sets) < MAX_SET_BATCH:
-                s.held = s.parser.next_command()
-                if not isinstance(s.held, k.Set):
-                    break
-                sets.append(s.held)
-                s.held = None
-            return commands.do_sets(self, s, sets)
+            return commands.do_sets(self, s, self.gather(s, cmd, is_set, next_parsed))
         if isinstance(cmd, k.Simple):
             return commands.SIMPLE[cmd.name](self, s, cmd)
         return commands.HANDLERS[type(cmd)](self, s, cmd)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 
 from shardq.processes.frontend.session import Send, Session, Sleep, Task
-from shardq.protocol.kestrel import Command, KestrelParser
+from shardq.protocol.kestrel import KestrelParser
 
 __all__ = ["KestrelSession", "Send", "Sleep", "Task"]
 
@@ -19,6 +19,4 @@ class KestrelSession(Session):
         self, sid: int, sock: socket.socket | None, backend: socket.socket, max_item: int
     ) -> None:
         super().__init__(sid, sock, backend, KestrelParser(max_item))
-        #: a command read ahead (while gathering pipelined sets), to run next
-        self.held: Command | None = None
         self.open: dict[str, int] = {}  # queue -> job id of its open (reserved) item

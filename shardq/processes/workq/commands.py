@@ -100,44 +100,81 @@ def retire(front: Frontend, s: Session, j: WorkqJob) -> Result:
 
 
 def do_add(front: Frontend, s: Session, cmd: a.Add) -> Task:
-    if front.registry.get(cmd.id) is not None:
-        return r.DUPLICATE_JOB
-    now = now_ms()
-    fixed = Added(
-        cmd.id,
-        cmd.name,
-        cmd.ttr,
-        cmd.ttl,
-        cmd.payload,
-        cmd.priority,
-        cmd.max_attempts,
-        cmd.max_fails,
-        now,
-        cmd.at,
-        cmd.is_run,
-    )
-    j = front.registry.add(fixed)
-    delay = -(-(cmd.at - now) // 1000) if cmd.at > now else 0
-    put = put_line(beanstalk_pri(cmd.priority), delay, seconds_up(cmd.ttr), cmd.payload)
-    replies = yield from putting(front, (*use_lines(s, cmd.name), put))
-    if replies[-1].name != b"INSERTED":
-        front.registry.drop(j)
-        if replies[-1].name in (b"OUT_OF_MEMORY", b"DRAINING"):
-            return r.server_error(
-                "queue is full" if replies[-1].name == b"OUT_OF_MEMORY" else "draining"
-            )
-        return failed(replies[-1])
-    front.registry.queued(j, replies[-1].number())
-    try:
-        front.journal(fixed)
-        front.changed(j)
-    except OSError as e:  # not kept: not accepted
-        yield from retire(front, s, j)
-        front.registry.drop(j)
-        return r.server_error(f"journal: {e.strerror}")
-    if cmd.wait_ms is None:
-        return r.OK
+    """add, schedule, or run (an add that then waits for its result)."""
+    answer = yield from do_adds(front, s, [cmd])
+    j = front.registry.get(cmd.id)
+    if cmd.wait_ms is None or answer != r.OK or j is None:
+        return answer
     return (yield from run_wait(front, s, j, cmd.wait_ms))
+
+
+def do_adds(front: Frontend, s: Session, cmds: list[a.Add]) -> Task:
+    """Consecutive adds (and schedules) the client pipelined, as one batch of beanstalk puts
+    (one round trip) and one journal write; their answers in order."""
+    now = now_ms()
+    lines: list[bytes] = []
+    parts: list[tuple[WorkqJob | None, int]] = []  # (the new job, its beanstalk lines)
+    for cmd in cmds:
+        if front.registry.get(cmd.id) is not None:  # a batch's own repeats too
+            parts.append((None, 0))
+            continue
+        fixed = Added(
+            cmd.id,
+            cmd.name,
+            cmd.ttr,
+            cmd.ttl,
+            cmd.payload,
+            cmd.priority,
+            cmd.max_attempts,
+            cmd.max_fails,
+            now,
+            cmd.at,
+            cmd.is_run,
+        )
+        delay = -(-(cmd.at - now) // 1000) if cmd.at > now else 0
+        use = use_lines(s, cmd.name)
+        lines += (
+            *use,
+            put_line(beanstalk_pri(cmd.priority), delay, seconds_up(cmd.ttr), cmd.payload),
+        )
+        parts.append((front.registry.add(fixed), len(use) + 1))
+    replies = (yield from putting(front, tuple(lines))) if lines else []
+    answers: list[bytes] = []
+    kept: list[WorkqJob] = []
+    at = 0
+    for j, n in parts:
+        if j is None:
+            answers.append(r.DUPLICATE_JOB)
+            continue
+        at += n
+        reply = replies[at - 1]
+        if reply.name != b"INSERTED":
+            front.registry.drop(j)
+            answers.append(put_refused(reply))
+            continue
+        front.registry.queued(j, reply.number())
+        kept.append(j)
+        answers.append(r.OK)
+    try:
+        front.journal_many([rec for j in kept for rec in (j.fixed, j.changed())])
+    except OSError as e:  # not kept: not accepted
+        for j in kept:
+            yield from retire(front, s, j)
+            front.registry.drop(j)
+        error = r.server_error(f"journal: {e.strerror}")
+        answers = [error if answer == r.OK else answer for answer in answers]
+    return b"".join(answers)
+
+
+def put_refused(reply: Reply) -> bytes:
+    """What an add answers when its put is refused."""
+    if reply.name == b"OUT_OF_MEMORY":
+        return r.server_error("queue is full")
+    if reply.name == b"JOB_TOO_BIG":  # past the server's max_job_size (-z)
+        return r.INVALID_PAYLOAD_SIZE
+    if reply.name == b"DRAINING":
+        return r.server_error("draining")
+    return failed(reply)
 
 
 def run_wait(front: Frontend, s: Session, j: WorkqJob, wait_ms: int) -> Task:

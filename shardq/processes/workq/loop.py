@@ -27,6 +27,18 @@ from shardq.storage.workq_journal import Dropped, Journal, Record
 log = logging.getLogger(__name__)
 
 
+def read_command(s: Session) -> workq_args.Typed | w.Invalid | None:
+    frame = s.parser.next_command()
+    if frame is None or isinstance(frame, w.Invalid):
+        return frame
+    return workq_args.parse(frame, now_ms())
+
+
+def is_plain_add(cmd: object) -> bool:
+    """An add or a schedule (not a run, which waits)."""
+    return isinstance(cmd, workq_args.Add) and not cmd.is_run
+
+
 class Frontend(FrontendLoop):
     UNAVAILABLE = workq_replies.UNAVAILABLE
 
@@ -61,10 +73,11 @@ class Frontend(FrontendLoop):
         return workq_replies.server_error("internal error")
 
     def next_task(self, s: Session) -> Task | None:
-        frame = s.parser.next_command()
-        if frame is None:
+        cmd, s.held = s.held or read_command(s), None
+        if cmd is None:
             return None
-        cmd = frame if isinstance(frame, w.Invalid) else workq_args.parse(frame, now_ms())
+        if is_plain_add(cmd):  # the adds that follow go with it, in one round trip
+            return commands.do_adds(self, s, self.gather(s, cmd, is_plain_add, read_command))
         return commands.HANDLERS[type(cmd)](self, s, cmd)
 
     # ------------------------------------------------------------------ the registry's ends
@@ -72,6 +85,10 @@ class Frontend(FrontendLoop):
     def journal(self, record: Record) -> None:
         if self.book is not None:
             self.book.append(record)
+
+    def journal_many(self, records: list[Record]) -> None:
+        if self.book is not None:
+            self.book.append_many(records)
 
     def changed(self, j: WorkqJob) -> None:
         """Write a job's moving fields (a disk error is logged: the job goes on in memory)."""
