@@ -7,6 +7,9 @@ each; every reply is checked. The loads:
 * ``reserve``: Kestrel ``get`` of a queue filled first; Workq ``lease`` then ``complete`` (a
   cycle counts once, when its ``complete`` is answered).
 
+``--protocol beanstalk-door`` drives beanstalk (``put``; ``reserve-with-timeout 0`` then
+``delete``) with this same loop, so the three doors compare like for like.
+
 Bounded by time (`duration`) and count (`jobs`); a get load stops with an error if its
 queue runs dry (raise --prefill). The queue is the run's own (``bench-XXXXXX``) and what
 the run leaves is removed at the end (Kestrel ``flush``; Workq ``delete`` of each job it
@@ -27,7 +30,8 @@ from dataclasses import dataclass, field
 
 from shardq.bench.workloads import Spec
 
-PROTOCOLS = ("beanstalk", "kestrel", "workq")
+#: "beanstalk-door": beanstalk driven by this module's loop, for ratios like for like
+PROTOCOLS = ("beanstalk", "kestrel", "workq", "beanstalk-door")
 LOADS = ("put", "reserve")
 FILL_BATCH = 500
 WORKQ_TTR_MS = 60_000
@@ -38,6 +42,9 @@ log = logging.getLogger(__name__)
 _STORED = re.compile(rb"STORED\r\n")
 _VALUE = re.compile(rb"VALUE \S+ \d+ (\d+)\r\n")
 _OK = re.compile(rb"\+OK\r\n")
+_INSERTED = re.compile(rb"INSERTED \d+\r\n")
+_RESERVED = re.compile(rb"RESERVED (\d+) (\d+)\r\n")
+_DELETED = re.compile(rb"DELETED\r\n")
 _LEASED = re.compile(rb"\+OK 1\r\n([0-9a-f-]{36}) \S+ \d+ (\d+)\r\n")
 
 
@@ -56,6 +63,7 @@ class Door:
 
     request: Callable[[], bytes]
     read: Callable[[bytearray], Read]
+    setup: bytes = b""  # sent first on each connection (one reply a line, not counted)
     added: list[str] = field(default_factory=list)  # Workq: the ids the run added
 
 
@@ -110,8 +118,40 @@ def read_lease_cycle(buf: bytearray) -> Read:
     return None
 
 
+def read_inserted(buf: bytearray) -> Read:
+    if (m := _INSERTED.match(buf)) is not None:
+        return m.end(), True, b""
+    if b"\r\n" in buf:
+        raise unexpected(buf)
+    return None
+
+
+def read_reserve_cycle(buf: bytearray) -> Read:
+    """A reserved job (answered with its delete) or a delete's DELETED (counted)."""
+    if (m := _DELETED.match(buf)) is not None:
+        return m.end(), True, b""
+    m = _RESERVED.match(buf)
+    if m is not None:
+        end = m.end() + int(m[2]) + 2
+        if len(buf) < end:
+            return None
+        return end, False, b"delete %s\r\n" % m[1]
+    if buf.startswith(b"TIMED_OUT"):
+        raise LoadError("the tube ran dry: raise --prefill")
+    if b"\r\n" in buf:
+        raise unexpected(buf)
+    return None
+
+
 def door(spec: Spec, protocol: str, load: str, body: bytes) -> Door:
     queue = spec.prefix
+    if protocol == "beanstalk-door":
+        tube = queue.encode()
+        if load == "put":
+            put = b"put 1024 0 60 %d\r\n%s\r\n" % (len(body), body)
+            return Door(constant(put), read_inserted, b"use %s\r\n" % tube)
+        setup = b"watch %s\r\nignore default\r\n" % tube
+        return Door(constant(b"reserve-with-timeout 0\r\n"), read_reserve_cycle, setup)
     if protocol == "kestrel":
         item = b"set %s 0 0 %d\r\n%s\r\n" % (queue.encode(), len(body), body)
         if load == "put":
@@ -150,6 +190,11 @@ def drive(spec: Spec, d: Door, seconds: float | None, most: int, depth: int) -> 
         for _ in range(spec.connections):
             sock = socket.create_connection((spec.host, spec.port), timeout=10)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if d.setup:
+                sock.sendall(d.setup)
+                answers = b""
+                while answers.count(b"\r\n") < d.setup.count(b"\r\n"):
+                    answers += sock.recv(4096)
             sock.sendall(b"".join(d.request() for _ in range(min(depth, most))))
             sock.setblocking(False)
             sel.register(sock, selectors.EVENT_READ)
@@ -201,7 +246,9 @@ def run_protocol(spec: Spec, protocol: str) -> dict[str, object]:
         drive(dataclasses.replace(spec, connections=1), fill, None, want, FILL_BATCH)
         added = fill.added
     d = door(spec, protocol, spec.workload, body)
+    cpu = time.process_time()
     count, elapsed = drive(spec, d, spec.duration, most, spec.pipeline)
+    cpu = time.process_time() - cpu
     if spec.workload == "put":
         added = d.added
     removed = clean_up(spec, protocol, added)
@@ -211,6 +258,7 @@ def run_protocol(spec: Spec, protocol: str) -> dict[str, object]:
         "ops": count,
         "seconds": round(elapsed, 3),
         "ops_per_s": round(count / elapsed if elapsed else 0.0, 1),
+        "client_cpu_s": round(cpu, 3),  # near `seconds`: the load tool was the limit
         "connections": spec.connections,
         "pipeline": spec.pipeline,
         "size": spec.size,
@@ -223,6 +271,10 @@ def clean_up(spec: Spec, protocol: str, added: list[str]) -> int:
     """Remove what the run left in its queue: how many Workq jobs were deleted (Kestrel's
     flush does not say)."""
     with socket.create_connection((spec.host, spec.port), timeout=30) as sock:
+        if protocol == "beanstalk-door":
+            from shardq.bench.cleanup import drain
+
+            return drain(spec.host, spec.port, [spec.prefix])[0]
         if protocol == "kestrel":
             sock.sendall(b"flush %s\r\n" % spec.prefix.encode())
             answer = b""
@@ -243,7 +295,8 @@ def clean_up(spec: Spec, protocol: str, added: list[str]) -> int:
 def format_protocol_result(result: dict[str, object]) -> str:
     return (
         f"{result['protocol']} {result['workload']}: {result['ops_per_s']:,} ops/s "
-        f"({result['ops']:,} in {result['seconds']} s; {result['connections']} connections, "
+        f"({result['ops']:,} in {result['seconds']} s, client CPU {result['client_cpu_s']} s; "
+        f"{result['connections']} connections, "
         f"{result['pipeline']} in flight each, {result['size']}-byte bodies; "
-        f"queue {result['queue']}; {result['removed']} Workq jobs deleted at the end)"
+        f"queue {result['queue']}; {result['removed']} jobs removed at the end)"
     )

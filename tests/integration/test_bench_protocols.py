@@ -42,11 +42,11 @@ def server_stats(port: int) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in body.splitlines()[2:-1] if ": " in line)
 
 
-@pytest.mark.parametrize("protocol", ["kestrel", "workq"])
+@pytest.mark.parametrize("protocol", ["kestrel", "workq", "beanstalk-door"])
 @pytest.mark.parametrize("load", ["put", "reserve"])
 def test_a_load_through_another_door(ports, protocol: str, load: str) -> None:
     beanstalk, kestrel, workq = ports
-    port = kestrel if protocol == "kestrel" else workq
+    port = {"kestrel": kestrel, "workq": workq, "beanstalk-door": beanstalk}[protocol]
     args = ["--protocol", protocol, "-w", load, "-c", "3", "--pipeline", "4", "-n", "300"]
     result = bench(port, *args, "--prefill", "400")
     assert result["protocol"] == protocol and result["workload"] == load
