@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import URGENT_KEY, Job, State
+from shardq.engine.policy import Policies
 from shardq.engine.records import Record
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
@@ -53,6 +54,7 @@ class EngineCore:
         self.log_stats: dict[str, int] = {}  #: binlog-* stats, kept by the shell
         #: origin (serving process) -> tube -> [using, watching] of its connections
         self.origin_refs: dict[int, dict[str, list[int]]] = {}
+        self.policies = Policies()  #: per-tube policies; each tube keeps its own (`Tube.policy`)
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -62,7 +64,16 @@ class EngineCore:
         if tube is None:
             self._created += 1
             tube = self.tubes[name] = Tube(name, order=(now, self._created))
+            if self.policies:
+                tube.set_policy(self.policies.resolve(name))
         return tube
+
+    def set_policies(self, policies: Policies) -> None:
+        """New per-tube policies (start-up, or a reload): every tube resolves its own again.
+        Jobs already past a lowered limit stay; the next put is refused (or discards)."""
+        self.policies = policies
+        for tube in self.tubes.values():
+            tube.set_policy(policies.resolve(tube.name))
 
     def _gc(self, tube: Tube) -> None:
         """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
