@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import URGENT_KEY, Job, State
 from shardq.engine.policy import Policies
-from shardq.engine.records import Record
+from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
 
@@ -123,6 +123,17 @@ class EngineCore:
         if self.timing is not None:
             self.timing.note(now, event, job)
 
+    def _remove(self, job: Job, tube: Tube, now: int) -> None:
+        """Forget a job that is out of its tube's queues already (delete, discard_old), and
+        log that it is gone."""
+        del self.jobs[job.id]
+        size = len(job.body)
+        self.live_bytes -= size + RECORD_OVERHEAD
+        tube.body_bytes -= size
+        self._note(now, "delete", job)
+        if self.wal_out is not None:
+            self.wal_out.append(new(DeleteRecord, (DELETE, job.id)))
+
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:
         """Make a job ready and hand it to a waiter of its tube if there is one."""
@@ -182,3 +193,8 @@ class EngineCore:
         def _serve_tube(self, tube: Tube, now: int) -> None: ...  # reserve.py
 
         def _serve_tubes(self, tubes: list[Tube], now: int) -> None: ...  # reserve.py
+
+        def _persist(self, job: Job) -> None: ...  # persist.py
+
+        # policing.py
+        def _bury_instead(self, job: Job, now: int, timed_out: bool = False) -> bool: ...
