@@ -319,3 +319,43 @@ def test_a_restart_from_the_log_keeps_discards_burials_and_counts(compacted: boo
     assert len(tube.by_age or []) == 2
     assert again.put(99, 99, "p", 0, 0, 60, b"e", q.now).startswith(b"INSERTED")
     assert held not in again.jobs  # the oldest ready job after the restart
+
+
+# ------------------------------------------------------------------- stats-tube
+
+
+def test_stats_tube_of_a_tube_without_a_policy_is_beanstalkds(q: Q) -> None:
+    from shardq.protocol.stats_keys import STATS_TUBE_KEYS
+
+    q.e.set_policies(Policies({"p": {"max_jobs": 5}, "z": {"max_jobs": 0}}))
+    q.put("default")
+    q.put("z")
+    for name in ("default", "z"):  # no entry, or one that sets nothing
+        assert list(q.stats_tube(name)) == list(STATS_TUBE_KEYS)
+
+
+def test_stats_tube_shows_the_policy_after_beanstalkds_keys(q: Q) -> None:
+    from shardq.protocol.stats_keys import POLICY_TUBE_KEYS, STATS_TUBE_KEYS
+
+    policed(q, max_jobs=2, max_bytes=100, discard_old=True, max_reserves=1)
+    first = q.put("p", body=b"abc")
+    q.put("p", body=b"de")
+    assert try_put(q, b"f").startswith(b"INSERTED")  # discards `first`
+    job = q.reserve_id(1, ("p",))
+    assert q.e.release(1, job, 0, 0, q.now) == proto.BURIED
+    stats = q.stats_tube("p")
+    assert list(stats) == list(STATS_TUBE_KEYS + POLICY_TUBE_KEYS)
+    assert {key: stats[key] for key in POLICY_TUBE_KEYS} == {
+        "policy-max-jobs": "2",
+        "policy-max-bytes": "100",
+        "policy-discard-old": "true",
+        "policy-max-reserves": "1",
+        "policy-max-timeouts": "0",
+        "current-bytes": "3",
+        "total-discarded": "1",
+        "total-policy-buried": "1",
+    }
+    assert stats["current-jobs-buried"] == "1"
+    assert first not in q.e.jobs
+    raw = q.e.stats_tube("p", q.now)
+    assert b"\npause-time-left: 0\npolicy-max-jobs: 2\n" in raw
