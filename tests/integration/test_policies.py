@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_shard, wal_args
+from kestrel_server import Raw, kestrel_server_fixture  # noqa: F401  (the fixture)
 
 from shardq.bench.procs import terminate
 from shardq.start import EXIT_CONFIG
@@ -207,3 +208,22 @@ def test_a_bad_policy_stops_the_start_with_one_line_naming_the_key(tmp_path: Pat
     assert result.stderr.splitlines() == [
         f"shardq: {conf}: tubes.orders.max_jobs: must be a whole number >= 0, got 'lots'"
     ]
+
+
+def test_kestrel_sets_meet_the_policies_of_their_queues(kestrel_server, tmp_path: Path) -> None:
+    """A Kestrel queue is a tube: a full one answers NOT_STORED, discard_old drops its oldest
+    item, and `stats` shows the queue's bytes and discards."""
+    conf = write_config(tmp_path, config_text())
+    server = kestrel_server(4, ("--config", str(conf)))
+    k = Raw(server.kestrel)
+    for n in range(3):
+        assert k.ask(b"set cap0 0 0 2\r\nc%d\r\n" % n) == b"STORED\r\n"
+    assert k.ask(b"set cap0 0 0 2\r\nc3\r\n") == b"NOT_STORED\r\n"
+    for n in range(4):
+        assert k.ask(b"set ring0 0 0 2\r\nr%d\r\n" % n) == b"STORED\r\n"
+    assert k.get("ring0") == b"VALUE ring0 0 2\r\nr1\r\nEND\r\n"  # r0 was dropped
+    stats = k.ask(b"stats\r\n", b"END\r\n").decode()
+    assert "STAT queue_ring0_discarded 1\r\n" in stats
+    assert "STAT queue_ring0_bytes 4\r\n" in stats
+    assert "STAT queue_cap0_bytes 6\r\n" in stats
+    k.close()

@@ -277,14 +277,14 @@ def queue_stats(front: Frontend, s: Session) -> Result:
                 name,
                 [
                     ("items", items),
-                    ("bytes", 0),
+                    ("bytes", t.get("current-bytes", 0)),  # a tube with a policy has it
                     ("total_items", t.get("total-jobs", 0)),
                     ("logsize", 0),
                     ("expired_items", front.expired.get(name, 0)),
                     ("mem_items", items),
                     ("mem_bytes", 0),
                     ("age", 0),
-                    ("discarded", 0),
+                    ("discarded", t.get("total-discarded", 0)),
                     ("waiters", t.get("current-waiting", 0)),
                     ("open_transactions", t.get("current-jobs-reserved", 0)),
                 ],
