@@ -52,7 +52,8 @@ YAML layout::
       listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
       port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
     tubes:                 # per-tube policies (config/tubes.py, engine/policy.py); reloadable
-      defaults: {max_jobs: 0, max_bytes: 0, discard_old: false, max_reserves: 0, max_timeouts: 0}
+      defaults: {max_jobs: 0, max_bytes: 0, discard_old: false, max_reserves: 0, max_timeouts: 0,
+                 max_age: 0}   # max_age: seconds
       orders: {max_reserves: 3}          # an exact tube name beats any glob
       "log.*": {max_bytes: 64M, discard_old: true}   # the longest matching glob beats shorter
 """

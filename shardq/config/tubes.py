@@ -9,6 +9,7 @@
       "log.*":             # an fnmatch glob (quoted: YAML reads a bare * as an alias)
         max_bytes: 64M
         discard_old: true
+        max_age: 3600      # seconds
 
 Every problem is one `ConfigError` naming the key, e.g.
 ``tubes.orders.max_jobs: must be a whole number >= 0, got -1``.
@@ -58,6 +59,7 @@ CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "discard_old": _flag,
     "max_reserves": _whole,
     "max_timeouts": _whole,
+    "max_age": _whole,  # seconds
 }
 assert tuple(CHECKS) == KEYS, "every policy key has a validator"
 

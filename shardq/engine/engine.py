@@ -26,7 +26,7 @@ from shardq.engine.policing import Policing
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.reserve import SAFETY_MARGIN, Reserving, reserved_payload
 from shardq.engine.stats import Stats
-from shardq.engine.timers import T_PAUSE, T_TTR, Timers
+from shardq.engine.timers import T_AGE, T_PAUSE, T_TTR, Timers
 from shardq.protocol import replies
 
 __all__ = [
@@ -66,6 +66,8 @@ class Engine(Timers, Reserving, Policing, Stats):
         job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
         self.jobs[job_id] = job
         tube.body_bytes += len(body)
+        if tube.policy is not None and tube.policy.max_age:
+            self._at(now + tube.policy.max_age * NS, T_AGE, job_id)
         tube.total_jobs += 1
         self.total_jobs += 1
         self.live_bytes += len(body) + RECORD_OVERHEAD

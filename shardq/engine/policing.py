@@ -9,18 +9,31 @@
   connection closing) is buried instead once its `reserves` count has reached
   `max_reserves`, or, at a TTR timeout, once its `timeouts` count has reached
   `max_timeouts`; counted in `Tube.policy_buried`.
+* A job older than `max_age` seconds (since its put) is deleted, counted in
+  `Tube.expired`: a timer per job (timers.py, T_AGE) fires at its age limit. A job that is
+  held then (reserved, or offered to a cross-shard reserver) is not taken from its worker:
+  it is looked at again within a second (and at its TTR's end) and deleted once it is no
+  longer held. A reload re-arms the timers of the tubes whose `max_age` changed; a restart
+  arms them from each job's logged put time.
 
-Both are logged as the commands they stand for (a discard as a delete record, a burial as a
-job state record) and noted as `delete` and `bury` job events, so a restart from the log
+All are logged as the commands they stand for (a discard or expiry as a delete record, a
+burial as a job state record) and noted as `delete` and `bury` job events, so a restart from the log
 and the analytics pipeline see them as such.
 """
 
 from __future__ import annotations
 
-from shardq.engine.job import BURY, ID_MASK, Job
+from shardq.engine.job import BURY, ID_MASK, NS, Job, State
 from shardq.engine.persist import Persistence
-from shardq.engine.policy import Policy
+from shardq.engine.policy import Policies, Policy
+from shardq.engine.timers import T_AGE
 from shardq.engine.tube import Tube
+
+HELD = (State.RESERVED, State.OFFERED)  #: a job in these states is not expired (yet)
+
+
+def _max_age(tube: Tube) -> int:
+    return tube.policy.max_age if tube.policy is not None else 0
 
 
 class Policing(Persistence):
@@ -70,3 +83,51 @@ class Policing(Persistence):
         tube.policy_buried += 1
         self._persist(job)
         return True
+
+    def _age_out(self, job_id: int, now: int) -> None:
+        """A job's max_age timer fired: delete the job if it is past its tube's max_age and
+        not held; else look again when it may be (see the module's docstring)."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return
+        tube = self.tubes[job.tube]
+        max_age = _max_age(tube)
+        if not max_age:
+            return  # the policy went (a reload)
+        due = job.created + max_age * NS
+        if now < due:  # max_age grew (a reload)
+            self._at(due, T_AGE, job_id)
+            return
+        if job.state in HELD:
+            again = now + NS
+            if job.state == State.RESERVED:
+                again = max(now + 1, min(again, job.deadline + 1))  # after its TTR timer
+            self._at(again, T_AGE, job_id)
+            return
+        self._unlink(job)
+        self._remove(job, tube, now)
+        tube.expired += 1
+        self._gc(tube)
+
+    def _place(self, job: Job, now: int) -> None:
+        """A job rebuilt from the log: its max_age timer from its put time."""
+        super()._place(job, now)
+        max_age = _max_age(self.tubes[job.tube])
+        if max_age:
+            self._at(job.created + max_age * NS, T_AGE, job.id)
+
+    def set_policies(self, policies: Policies) -> None:
+        """New policies; a tube whose max_age changed gets a timer for each of its jobs (a
+        timer that fires early finds the new limit and waits for it)."""
+        before = {name: _max_age(tube) for name, tube in self.tubes.items()}
+        super().set_policies(policies)
+        changed = {
+            name: max_age
+            for name, tube in self.tubes.items()
+            if (max_age := _max_age(tube)) and max_age != before[name]
+        }
+        if changed:
+            for job in self.jobs.values():
+                new_age = changed.get(job.tube)
+                if new_age:
+                    self._at(job.created + new_age * NS, T_AGE, job.id)

@@ -37,6 +37,7 @@ class Policy:
     discard_old: bool = False  #: a put past a limit drops the oldest ready jobs instead
     max_reserves: int = 0  #: a job reserved this often is buried instead of made ready
     max_timeouts: int = 0  #: a job that timed out this often is buried instead of made ready
+    max_age: int = 0  #: seconds: a job older than this is deleted (not while it is held)
 
     def active(self) -> bool:
         """Does this policy set anything? (One that sets nothing is no policy.)"""

@@ -73,9 +73,11 @@ class Stats(EngineCore):
             policy.discard_old,
             policy.max_reserves,
             policy.max_timeouts,
+            policy.max_age,
             tube.body_bytes,  # current-bytes
             tube.discarded,
             tube.policy_buried,
+            tube.expired,
         )
 
     def tube_table(self, now: int) -> list[list[Any]]:

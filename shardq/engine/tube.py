@@ -52,6 +52,7 @@ class Tube:
     by_age: SortedList | None = None
     discarded: int = 0  # jobs dropped by discard_old (total-discarded)
     policy_buried: int = 0  # jobs buried by max_reserves or max_timeouts (total-policy-buried)
+    expired: int = 0  # jobs deleted by max_age (total-expired)
 
     def jobs(self) -> int:
         return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered

@@ -146,9 +146,11 @@ POLICY_TUBE_KEYS = (
     "policy-discard-old",
     "policy-max-reserves",
     "policy-max-timeouts",
+    "policy-max-age",
     "current-bytes",
     "total-discarded",
     "total-policy-buried",
+    "total-expired",
 )
 
 #: `stats-job` keys in order.

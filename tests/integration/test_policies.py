@@ -31,6 +31,7 @@ def config_text(cap: int = 3) -> str:
         f'  "cap*": {{max_jobs: {cap}}}\n'
         '  "ring*": {max_jobs: 3, discard_old: true}\n'
         '  "poison*": {max_reserves: 2}\n'
+        '  "old*": {max_age: 1}\n'
     )
 
 
@@ -115,15 +116,17 @@ def test_policies_hold_on_every_shard(
     stats = stats_tube(sock, tube_on_shard(0, shards, "cap"))
     assert stats["policy-max-jobs"] == "3"
     assert stats["current-bytes"] == "9"
-    assert list(stats)[-8:] == [
+    assert list(stats)[-10:] == [
         "policy-max-jobs",
         "policy-max-bytes",
         "policy-discard-old",
         "policy-max-reserves",
         "policy-max-timeouts",
+        "policy-max-age",
         "current-bytes",
         "total-discarded",
         "total-policy-buried",
+        "total-expired",
     ]
     job_id(put(sock, "free"))  # no policy: beanstalkd's keys only
     assert list(stats_tube(sock, "free"))[-1] == "pause-time-left"
@@ -192,6 +195,22 @@ def test_sighup_changes_a_limit_without_a_restart(
     for tube in caps:
         poll_for(lambda t=tube: "policy-max-jobs" not in stats_tube(sock, t), timeout=10)
         job_id(put(sock, tube))
+    sock.close()
+
+
+@pytest.mark.parametrize(("shards", "serving"), LAYOUTS, ids=LAYOUT_IDS)
+def test_jobs_past_max_age_are_deleted(
+    shards: int, serving: str, shardq_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    conf = write_config(tmp_path, config_text())
+    server = shardq_server(shards=shards, extra=("--serving", serving, "--config", str(conf)))
+    sock = connect(server.port)
+    olds = tubes_of("old", shards)
+    ids = [job_id(put(sock, tube)) for tube in olds]  # the connection keeps using the last
+    for job in ids:
+        poll_for(lambda j=job: command(sock, f"peek {j}") == b"NOT_FOUND\r\n", timeout=5)
+    stats = stats_tube(sock, olds[-1])  # still used, so still there
+    assert (stats["total-expired"], stats["current-jobs-ready"]) == ("1", "0")
     sock.close()
 
 

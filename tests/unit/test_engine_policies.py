@@ -351,11 +351,114 @@ def test_stats_tube_shows_the_policy_after_beanstalkds_keys(q: Q) -> None:
         "policy-discard-old": "true",
         "policy-max-reserves": "1",
         "policy-max-timeouts": "0",
+        "policy-max-age": "0",
         "current-bytes": "3",
         "total-discarded": "1",
         "total-policy-buried": "1",
+        "total-expired": "0",
     }
     assert stats["current-jobs-buried"] == "1"
     assert first not in q.e.jobs
     raw = q.e.stats_tube("p", q.now)
     assert b"\npause-time-left: 0\npolicy-max-jobs: 2\n" in raw
+
+
+# ------------------------------------------------------------------- max_age
+
+
+def test_a_job_past_max_age_is_deleted_and_counted(q: Q) -> None:
+    q.e.wal_out = []
+    q.e.audit = []
+    policed(q, max_age=10)
+    q.e.ref("p", 1, 0, q.now)  # a producer uses it: the tube stays when its jobs go
+    buried = q.put("p")
+    assert q.reserve_id(1, ("p",)) == buried
+    assert q.e.bury(1, buried, 0, q.now) == proto.BURIED
+    ready = q.put("p")
+    q.advance(4 * NS)
+    delayed = q.put("p", delay=100)
+    q.e.wal_out.clear()
+    q.advance(6 * NS - 1)
+    assert q.e.peek(ready) != proto.NOT_FOUND  # 10 s less 1 ns old
+    q.advance(1)
+    assert q.e.peek(ready) == proto.NOT_FOUND
+    assert q.e.peek(buried) == proto.NOT_FOUND  # buried jobs age too
+    assert [(r[0], r[1]) for r in q.e.wal_out] == [(DELETE, buried), (DELETE, ready)]
+    assert q.e.audit[-1][1:3] == ("delete", ready)
+    q.advance(4 * NS)
+    assert q.e.peek(delayed) == proto.NOT_FOUND  # delayed ones too
+    assert tube_of(q).expired == 3
+    assert q.stats_tube("p")["cmd-delete"] == "0"
+
+
+def test_a_reserved_job_is_not_taken_from_its_worker(q: Q) -> None:
+    policed(q, max_age=10)
+    job = q.put("p", ttr=100)
+    assert q.reserve_id(1, ("p",)) == job
+    q.advance(30 * NS)
+    assert q.state(job) == "reserved"
+    assert q.e.release(1, job, 0, 0, q.now) == proto.RELEASED
+    q.advance(NS)  # looked at again within a second
+    assert q.e.peek(job) == proto.NOT_FOUND
+
+
+def test_a_reserved_job_past_max_age_goes_at_its_ttr(q: Q) -> None:
+    policed(q, max_age=1)
+    job = q.put("p", ttr=3)
+    assert q.reserve_id(1, ("p",)) == job
+    q.advance(3 * NS)  # its TTR runs out a nanosecond later
+    assert q.state(job) == "reserved"
+    q.advance(1)
+    assert q.e.peek(job) == proto.NOT_FOUND
+
+
+def test_a_job_deleted_before_its_age_leaves_no_trace(q: Q) -> None:
+    policed(q, max_age=5)
+    job = q.put("p")
+    assert q.e.delete(0, job, q.now) == proto.DELETED
+    q.advance(10 * NS)
+    assert "p" not in q.e.tubes or tube_of(q).expired == 0
+
+
+def test_the_last_expired_job_takes_an_unused_tube_with_it(q: Q) -> None:
+    policed(q, max_age=5)
+    q.put("p")
+    q.advance(5 * NS)
+    assert "p" not in q.e.tubes  # nobody uses or watches it
+
+
+def test_a_reload_that_sets_grows_or_drops_max_age(q: Q) -> None:
+    job = q.put("p")
+    policed(q, max_age=5)  # set after the put: counts from the put
+    q.advance(3 * NS)
+    policed(q, max_age=20)  # grown before it fired
+    q.advance(3 * NS)
+    assert q.e.peek(job) != proto.NOT_FOUND
+    policed(q, max_age=10)  # shrunk
+    q.advance(4 * NS)
+    assert q.e.peek(job) == proto.NOT_FOUND
+    kept = q.put("p")
+    q.e.set_policies(Policies())  # dropped: nothing expires
+    q.advance(60 * NS)
+    assert q.e.peek(kept) != proto.NOT_FOUND
+
+
+def test_max_age_counts_from_the_logged_put_time_after_a_restart() -> None:
+    q = Q()
+    q.e.wal_out = []
+    policed(q, max_age=10)
+    old = q.put("p")
+    q.advance(6 * NS)
+    young = q.put("p")
+    records = [list(r) for r in q.e.wal_out]
+
+    again = Engine()
+    again.wall_offset = 7 * NS  # another monotonic clock after a restart
+    again.set_policies(Policies({"p": {"max_age": 10}}))
+    restart_now = q.now - 7 * NS
+    again.restore(records, restart_now)
+    assert sorted(again.jobs) == [old, young]
+    again.tick(restart_now + 4 * NS)  # `old` is 10 s old
+    assert sorted(again.jobs) == [young]
+    again.tick(restart_now + 10 * NS)
+    assert again.jobs == {}
