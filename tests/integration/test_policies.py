@@ -245,4 +245,11 @@ def test_kestrel_sets_meet_the_policies_of_their_queues(kestrel_server, tmp_path
     assert "STAT queue_ring0_discarded 1\r\n" in stats
     assert "STAT queue_ring0_bytes 4\r\n" in stats
     assert "STAT queue_cap0_bytes 6\r\n" in stats
+    config = k.ask(b"dump_config\r\n", b"END\r\n").decode()
+    ring = config[config.index("queue 'ring0' {") :].split("}", 1)[0]
+    assert "  max_items=3\r\n" in ring
+    assert "  discard_old_when_full=true\r\n" in ring
+    free = config[config.index("queue 'default' {") :].split("}", 1)[0]
+    assert "  max_items=2147483647\r\n" in free  # no policy: the server's (none)
+    assert "  discard_old_when_full=false\r\n" in free
     k.close()

@@ -21,6 +21,7 @@ from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
 from shardq.protocol.reader import Reply
 
+from .policy_config import queue_config
 from .session import Send, Session, Sleep, Task
 
 if TYPE_CHECKING:
@@ -330,7 +331,11 @@ def do_dump_stats(front: Frontend, s: Session, cmd: k.Simple) -> Task:
 
 def do_dump_config(front: Frontend, s: Session, cmd: k.Simple) -> Task:
     names = yield from tubes(s)
-    return r.blocks((name, front.queue_config) for name in names)
+    per_tube: list[Reply] = []
+    if names:  # a tube's policy, if it has one (policy_config.py)
+        per_tube = yield Send(tuple(line("stats-tube", name) for name in names))
+    configs = [queue_config(front.queue_config, yaml_map(reply.body)) for reply in per_tube]
+    return r.blocks(zip(names, configs, strict=True))
 
 
 def do_version(front: Frontend, s: Session, cmd: k.Simple) -> Task:
