@@ -55,6 +55,7 @@ class EngineCore:
         #: origin (serving process) -> tube -> [using, watching] of its connections
         self.origin_refs: dict[int, dict[str, list[int]]] = {}
         self.policies = Policies()  #: per-tube policies; each tube keeps its own (`Tube.policy`)
+        self.policed = False  #: are there any (a plain bool: tested on hot paths)
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -72,6 +73,7 @@ class EngineCore:
         """New per-tube policies (start-up, or a reload): every tube resolves its own again.
         Jobs already past a lowered limit stay; the next put is refused (or discards)."""
         self.policies = policies
+        self.policed = bool(policies)
         for tube in self.tubes.values():
             tube.set_policy(policies.resolve(tube.name))
 

@@ -107,7 +107,7 @@ class Engine(Timers, Reserving, Policing, Stats):
             return replies.NOT_FOUND
         self._unreserve(job)
         job.pri = pri
-        if self._bury_instead(job, now):  # max_reserves: answered as a bury is
+        if self.policed and self._bury_instead(job, now):  # max_reserves: answered as a bury is
             return replies.BURIED
         job.counts += RELEASE
         job.delay = delay

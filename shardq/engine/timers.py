@@ -100,8 +100,8 @@ class Timers(EngineCore):
             job.counts += TIMEOUT
             self.job_timeouts += 1
             self._note(now, "timeout", job)
-            if self._bury_instead(job, now, timed_out=True):  # max_timeouts, max_reserves
-                return
+            if self.policed and self._bury_instead(job, now, timed_out=True):
+                return  # max_timeouts, max_reserves
             job.move("timeout")
             if self.tubes[job.tube].policy is not None:
                 self._persist(job)  # its timeouts count survives a restart (max_timeouts)
