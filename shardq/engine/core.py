@@ -126,8 +126,8 @@ class EngineCore:
             self.timing.note(now, event, job)
 
     def _remove(self, job: Job, tube: Tube, now: int) -> None:
-        """Forget a job that is out of its tube's queues already (delete, discard_old), and
-        log that it is gone."""
+        """Forget a job that is out of its tube's queues already (delete; discard_old and
+        max_age in policing.py), and log that it is gone."""
         del self.jobs[job.id]
         size = len(job.body)
         self.live_bytes -= size + RECORD_OVERHEAD

@@ -1,9 +1,9 @@
 """The engine's timers: one heap of (when, stamp, kind, key), compacted, run by `tick`.
 
 Delays end, TTRs run out, pauses end, waiting reserves expire and jobs reach their tube's
-`max_age` (policing.py) through this heap. A timer
-is not removed when its reason goes (a reserved job deleted, a delayed job kicked): every
-entry is re-checked when it fires, and the heap is compacted when it doubles.
+`max_age` (policing.py) through this heap. A timer is not removed when its reason goes (a
+reserved job deleted, a delayed job kicked): every entry is re-checked when it fires, and
+the heap is compacted when it doubles.
 """
 
 from __future__ import annotations
