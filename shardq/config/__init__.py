@@ -54,6 +54,11 @@ YAML layout::
     workq:
       listen: 127.0.0.1    # the Workq (text protocol) front-end's address
       port: null           # null -> no Workq front-end; Workq's own port is 9922; 0 -> any
+    tubes:                 # per-tube policies (config/tubes.py, engine/policy.py); reloadable
+      defaults: {max_jobs: 0, max_bytes: 0, discard_old: false, max_reserves: 0, max_timeouts: 0,
+                 max_age: 0}   # max_age: seconds
+      orders: {max_reserves: 3}          # an exact tube name beats any glob
+      "log.*": {max_bytes: 64M, discard_old: true}   # the longest matching glob beats shorter
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from shardq.config.tubes import tube_policies
 from shardq.config.values import (  # noqa: F401  (re-exported)
     DEFAULT_MAX_OUTPUT_BYTES,
     JOB_SIZE_LIMIT_MAX,
@@ -151,6 +157,8 @@ class Config:
     kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
     workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
     workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
+    #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
+    tubes: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
@@ -191,6 +199,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "kestrel_port": ("kestrel.port", _port_or_null),
     "workq_listen": ("workq.listen", _word),
     "workq_port": ("workq.port", _port_or_null),
+    "tubes": ("tubes", tube_policies),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
 SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "workq", "metrics")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import URGENT_KEY, Job, State
-from shardq.engine.records import Record
+from shardq.engine.policy import Policies
+from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
 
@@ -53,6 +54,8 @@ class EngineCore:
         self.log_stats: dict[str, int] = {}  #: binlog-* stats, kept by the shell
         #: origin (serving process) -> tube -> [using, watching] of its connections
         self.origin_refs: dict[int, dict[str, list[int]]] = {}
+        self.policies = Policies()  #: per-tube policies; each tube keeps its own (`Tube.policy`)
+        self.policed = False  #: are there any (a plain bool: tested on hot paths)
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -62,7 +65,17 @@ class EngineCore:
         if tube is None:
             self._created += 1
             tube = self.tubes[name] = Tube(name, order=(now, self._created))
+            if self.policies:
+                tube.set_policy(self.policies.resolve(name))
         return tube
+
+    def set_policies(self, policies: Policies) -> None:
+        """New per-tube policies (start-up, or a reload): every tube resolves its own again.
+        Jobs already past a lowered limit stay; the next put is refused (or discards)."""
+        self.policies = policies
+        self.policed = bool(policies)
+        for tube in self.tubes.values():
+            tube.set_policy(policies.resolve(tube.name))
 
     def _gc(self, tube: Tube) -> None:
         """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
@@ -111,6 +124,17 @@ class EngineCore:
             )
         if self.timing is not None:
             self.timing.note(now, event, job)
+
+    def _remove(self, job: Job, tube: Tube, now: int) -> None:
+        """Forget a job that is out of its tube's queues already (delete; discard_old and
+        max_age in policing.py), and log that it is gone."""
+        del self.jobs[job.id]
+        size = len(job.body)
+        self.live_bytes -= size + RECORD_OVERHEAD
+        tube.body_bytes -= size
+        self._note(now, "delete", job)
+        if self.wal_out is not None:
+            self.wal_out.append(new(DeleteRecord, (DELETE, job.id)))
 
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:
@@ -171,3 +195,10 @@ class EngineCore:
         def _serve_tube(self, tube: Tube, now: int) -> None: ...  # reserve.py
 
         def _serve_tubes(self, tubes: list[Tube], now: int) -> None: ...  # reserve.py
+
+        def _persist(self, job: Job) -> None: ...  # persist.py
+
+        # policing.py
+        def _bury_instead(self, job: Job, now: int, timed_out: bool = False) -> bool: ...
+
+        def _age_out(self, job_id: int, now: int) -> None: ...

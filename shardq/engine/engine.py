@@ -10,8 +10,9 @@ one reserve request. The engine never trusts a connection to own a job: it check
 
 `Engine` is this module's commands (put, delete, release, bury, touch, kick, peek, pause)
 on top of the engine's parts: its state (core.py), timers (timers.py), reserves and
-waiters (reserve.py), write-ahead log records (persist.py, records.py) and statistics
-(stats.py). The names other modules need are importable from here.
+waiters (reserve.py), write-ahead log records (persist.py, records.py), per-tube policies
+(policing.py, policy.py) and statistics (stats.py). The names other modules need are
+importable from here.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from typing import Any
 
 from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, TIMERS_MIN_BOUND, WAITING
 from shardq.engine.job import BURY, ID_MASK, KICK, NS, RELEASE, Job, State
-from shardq.engine.persist import Persistence
-from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, new
+from shardq.engine.policing import Policing
+from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.reserve import SAFETY_MARGIN, Reserving, reserved_payload
 from shardq.engine.stats import Stats
-from shardq.engine.timers import T_PAUSE, T_TTR, Timers
+from shardq.engine.timers import T_AGE, T_PAUSE, T_TTR, Timers
 from shardq.protocol import replies
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 
-class Engine(Timers, Reserving, Persistence, Stats):
+class Engine(Timers, Reserving, Policing, Stats):
     """All tubes and jobs of one shard."""
 
     def put(
@@ -59,8 +60,14 @@ class Engine(Timers, Reserving, Persistence, Stats):
         if job_id in self.jobs:  # a put resent after a restart that had already reached the log
             return b"INSERTED %d\r\n" % job_id
         tube = self.ensure_tube(tube_name, now)
+        if tube.policy is not None and not self._make_room(tube, tube.policy, len(body), now):
+            self._gc(tube)
+            return replies.OUT_OF_MEMORY
         job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
         self.jobs[job_id] = job
+        tube.body_bytes += len(body)
+        if tube.policy is not None and tube.policy.max_age:
+            self._at(now + tube.policy.max_age * NS, T_AGE, job_id)
         tube.total_jobs += 1
         self.total_jobs += 1
         self.live_bytes += len(body) + RECORD_OVERHEAD
@@ -88,12 +95,8 @@ class Engine(Timers, Reserving, Persistence, Stats):
             self._unreserve(job)
         else:
             self._unlink(job)
-        del self.jobs[job_id]
-        self.live_bytes -= len(job.body) + RECORD_OVERHEAD
-        self._note(now, "delete", job)
-        if self.wal_out is not None:
-            self.wal_out.append(new(DeleteRecord, (DELETE, job_id)))
         tube = self.tubes[job.tube]
+        self._remove(job, tube, now)
         tube.cmd_delete += 1
         self._gc(tube)
         return replies.DELETED
@@ -104,6 +107,8 @@ class Engine(Timers, Reserving, Persistence, Stats):
             return replies.NOT_FOUND
         self._unreserve(job)
         job.pri = pri
+        if self.policed and self._bury_instead(job, now):  # max_reserves: answered as a bury is
+            return replies.BURIED
         job.counts += RELEASE
         job.delay = delay
         self._note(now, "release", job)  # the event carries the release's own delay

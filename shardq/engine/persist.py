@@ -135,6 +135,7 @@ class Persistence(EngineCore):
         tube.total_jobs += 1
         self.total_jobs += 1
         self.live_bytes += len(job.body) + RECORD_OVERHEAD
+        tube.body_bytes += len(job.body)
         if job.state == BURIED:
             tube.buried[job.id] = None
         elif job.state == DELAYED and job.deadline > now:

@@ -212,6 +212,8 @@ class Reserving(EngineCore):
                 self.decline(conn, job_id, now)
             else:
                 self._unreserve(job)
+                if self.policed and self._bury_instead(job, now):  # max_reserves
+                    continue
                 job.move("release")
                 self._enqueue(job, now)
 

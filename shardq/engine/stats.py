@@ -12,7 +12,12 @@ from shardq.engine.core import EngineCore
 from shardq.engine.job import NS, STATE_NAMES, State
 from shardq.engine.tube import Tube
 from shardq.protocol import replies
-from shardq.protocol.stats_keys import SHARD_COUNT_KEYS, STATS_JOB_KEYS, STATS_TUBE_KEYS
+from shardq.protocol.stats_keys import (
+    POLICY_TUBE_KEYS,
+    SHARD_COUNT_KEYS,
+    STATS_JOB_KEYS,
+    STATS_TUBE_KEYS,
+)
 
 
 def _seconds(ns: int) -> int:
@@ -52,7 +57,28 @@ class Stats(EngineCore):
         tube = self.tubes.get(tube_name)
         if tube is None:
             return replies.NOT_FOUND
-        return replies.yaml_map(zip(STATS_TUBE_KEYS, self._tube_values(tube, now), strict=True))
+        pairs = list(zip(STATS_TUBE_KEYS, self._tube_values(tube, now), strict=True))
+        if tube.policy is not None:  # after all of beanstalkd's keys, and only then
+            pairs += zip(POLICY_TUBE_KEYS, self._policy_values(tube), strict=True)
+        return replies.yaml_map(pairs)
+
+    @staticmethod
+    def _policy_values(tube: Tube) -> tuple[Any, ...]:
+        """A tube's policy and what it did (POLICY_TUBE_KEYS order); the tube has one."""
+        policy = tube.policy
+        assert policy is not None
+        return (
+            policy.max_jobs,
+            policy.max_bytes,
+            policy.discard_old,
+            policy.max_reserves,
+            policy.max_timeouts,
+            policy.max_age,
+            tube.body_bytes,  # current-bytes
+            tube.discarded,
+            tube.policy_buried,
+            tube.expired,
+        )
 
     def tube_table(self, now: int) -> list[list[Any]]:
         """Every tube's `stats-tube` values (STATS_TUBE_KEYS order), for the metrics."""

@@ -1,8 +1,9 @@
 """The engine's timers: one heap of (when, stamp, kind, key), compacted, run by `tick`.
 
-Delays end, TTRs run out, pauses end and waiting reserves expire through this heap. A timer
-is not removed when its reason goes (a reserved job deleted, a delayed job kicked): every
-entry is re-checked when it fires, and the heap is compacted when it doubles.
+Delays end, TTRs run out, pauses end, waiting reserves expire and jobs reach their tube's
+`max_age` (policing.py) through this heap. A timer is not removed when its reason goes (a
+reserved job deleted, a delayed job kicked): every entry is re-checked when it fires, and
+the heap is compacted when it doubles.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from shardq.engine.job import TIMEOUT, Job, State
 from shardq.engine.tube import Tube
 
 # Timer kinds in the engine's heap; every entry is re-checked when it fires.
-T_DELAY, T_TTR, T_PAUSE, T_WAIT = 1, 2, 3, 4
+T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE = 1, 2, 3, 4, 5
 
-__all__ = ["T_DELAY", "T_PAUSE", "T_TTR", "T_WAIT", "TIMERS_MIN_BOUND", "Timers"]
+__all__ = ["T_AGE", "T_DELAY", "T_PAUSE", "T_TTR", "T_WAIT", "TIMERS_MIN_BOUND", "Timers"]
 
 
 class Timers(EngineCore):
@@ -45,6 +46,8 @@ class Timers(EngineCore):
         if kind == T_WAIT:
             waiter = self.waiters.get(key)
             return waiter is not None and waiter.expire_at == when
+        if kind == T_AGE:
+            return key in self.jobs  # re-checked against its tube's max_age when it fires
         return self._timed_job(kind, key, when) is not None
 
     def _timed_job(self, kind: int, job_id: int, when: int) -> Job | None:
@@ -76,6 +79,8 @@ class Timers(EngineCore):
                 self._expire(key, when, now)
             elif kind == T_PAUSE:
                 self._unpause(key, when, unpaused)
+            elif kind == T_AGE:
+                self._age_out(key, now)
             else:
                 self._wait_expired(key, when)
         if unpaused:
@@ -95,7 +100,11 @@ class Timers(EngineCore):
             job.counts += TIMEOUT
             self.job_timeouts += 1
             self._note(now, "timeout", job)
+            if self.policed and self._bury_instead(job, now, timed_out=True):
+                return  # max_timeouts, max_reserves
             job.move("timeout")
+            if self.tubes[job.tube].policy is not None:
+                self._persist(job)  # its timeouts count survives a restart (max_timeouts)
             self._enqueue(job, now)
 
     def _unpause(self, name: str, when: int, unpaused: list[Tube]) -> None:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from shardq.engine.job import URGENT_KEY, Job
+from shardq.engine.job import LOW_MASK, URGENT_KEY, Job
+from shardq.engine.policy import Policy
 
 
 @dataclass(slots=True, eq=False)
@@ -45,6 +46,13 @@ class Tube:
     cmd_pause: int = 0
     pause: int = 0  # configured pause, ns (0 = not paused)
     unpause_at: int = 0
+    body_bytes: int = 0  # the sum of its jobs' body sizes (current-bytes)
+    policy: Policy | None = None  # its per-tube policy (engine/policy.py); None: none
+    #: the (put order, id) bits of its ready jobs' keys, oldest first: only with discard_old
+    by_age: SortedList | None = None
+    discarded: int = 0  # jobs dropped by discard_old (total-discarded)
+    policy_buried: int = 0  # jobs buried by max_reserves or max_timeouts (total-policy-buried)
+    expired: int = 0  # jobs deleted by max_age (total-expired)
 
     def jobs(self) -> int:
         return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered
@@ -60,12 +68,25 @@ class Tube:
         self.ready.add(key)
         if key < URGENT_KEY:
             self.urgent += 1
+        if self.by_age is not None:
+            self.by_age.add(key & LOW_MASK)
 
     def remove_ready(self, job: Job) -> None:
         key = job.key
         self.ready.remove(key)
         if key < URGENT_KEY:
             self.urgent -= 1
+        if self.by_age is not None:
+            self.by_age.remove(key & LOW_MASK)
+
+    def set_policy(self, policy: Policy | None) -> None:
+        """Its policy (made, or a reload); the age order of ready jobs is kept only while
+        discard_old needs it."""
+        self.policy = policy
+        if policy is None or not policy.discard_old:
+            self.by_age = None
+        elif self.by_age is None:
+            self.by_age = SortedList(key & LOW_MASK for key in self.ready)
 
     def best_ready(self) -> int | None:
         return self.ready[0] if self.ready else None

@@ -17,7 +17,9 @@ back with `parse` (argparse, named options), so the two cannot drift apart::
 A shard's options (and a hosted shard's) include ``--metrics`` when the metrics endpoint is
 on: the shard then keeps the histograms it serves (engine/timing.py).
 
-Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`).
+Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`) and
+``--tubes=JSON`` (the per-tube policies: only shards use them; a SIGHUP's live arguments
+carry them to every child started later).
 A child is named after its role label (``/proc/PID/comm``: "sq shard 1"); `role_of_pid`
 reads it back (the tests and tools find processes that way).
 """
@@ -121,6 +123,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="", choices=(*LEVEL_NAMES, ""), help="'': -V")
     parser.add_argument("--log-format", default="text", choices=FORMATS)
     parser.add_argument("--stats-yaml", default="plain", choices=YAML_STYLES)
+    parser.add_argument("--tubes", default="", help="per-tube policies, JSON ('': none)")
 
 
 def _add_shard_store(parser: argparse.ArgumentParser) -> None:
@@ -233,6 +236,7 @@ def run_shard(args: argparse.Namespace) -> None:
         wal_args(args),
         args.settle_from,
         args.metrics,
+        args.tubes,
     )
 
 
@@ -248,7 +252,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
     hosted = None
     if args.host is not None:
         store = (args.events_dir, args.server_id, wal_args(args), args.settle_from)
-        hosted = open_core(args.host, args.shards, *store, args.metrics)
+        hosted = open_core(args.host, args.shards, *store, args.metrics, args.tubes)
     acceptor_main(
         args.listen_fd,
         args.run_dir,

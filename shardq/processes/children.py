@@ -9,6 +9,7 @@ start, restart and stop them.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import time
@@ -89,6 +90,7 @@ def common_options(cfg: Config, run_dir: str) -> dict[str, object]:
         "log_level": cfg.log_level,
         "log_format": cfg.log_format,
         "stats_yaml": cfg.stats_yaml,
+        "tubes": json.dumps(cfg.tubes) if cfg.tubes else None,  # per-tube policies
     }
 
 

@@ -4,6 +4,8 @@ child applies it at its loop's next turn (`lifeline.check`). A child started lat
 the same values on its command line.
 
 `Live` names the fields, defined once; everything else in the config needs a restart.
+The per-tube policies (`tubes`) reach the shards this way too: each shard (a process of its
+own or hosted by a serving process) re-resolves the policy of every tube it holds.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Live(NamedTuple):
     max_connections: int
     max_output_bytes: int
     allow: tuple[str, ...]
+    tubes: dict[str, dict[str, Any]]  # per-tube policies (config/tubes.py)
 
 
 def of(config: Any) -> Live:
@@ -118,6 +121,7 @@ def argv(settings: Live, acceptor: bool) -> list[str]:
         f"--verbose={settings.verbose}",
         f"--log-level={settings.log_level or ''}",
         f"--log-format={settings.log_format}",
+        f"--tubes={json.dumps(settings.tubes)}",
     ]
     if acceptor:
         args += [

@@ -25,9 +25,10 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.routing import origin_of
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
+from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
-from shardq.processes import lifeline, quota, wakeup
+from shardq.processes import lifeline, live, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.logfault import LogFault
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
@@ -61,12 +62,16 @@ class ShardCore:
         wal: Wal | None = None,
         settle_from: set[int] | None = None,
         metrics: bool = False,
+        policies: Policies | None = None,
     ) -> None:
         """`settle_from`: a restarted shard's serving processes that may still hold jobs of
         it (see processes/settling.py); None or empty for a first start. `metrics`: keep the
-        histograms of the metrics endpoint (engine/timing.py)."""
+        histograms of the metrics endpoint (engine/timing.py). `policies`: the per-tube
+        policies (engine/policy.py), before the log is replayed."""
         self.index = index
         self.engine = Engine(owns_default=owns_default)
+        if policies:
+            self.engine.set_policies(policies)
         self.event_log = events
         if events is not None:
             self.engine.audit = []
@@ -92,6 +97,13 @@ class ShardCore:
         if self.wal is not None:
             self.wal.sync = timing.timed_sync(self.wal.sync, time.monotonic_ns)
             timing.extra = self.wal.figures
+
+    def take_live(self, settings: live.Live) -> None:
+        """SIGHUP: the per-tube policies may have changed; every tube resolves its own again."""
+        policies = Policies(settings.tubes)
+        if policies.plain != self.engine.policies.plain:
+            self.engine.set_policies(policies)
+            log.info("shard %d: tube policies now %s", self.index, policies.plain or "none")
 
     def settle_quota(self) -> None:
         """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""

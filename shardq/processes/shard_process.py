@@ -6,10 +6,12 @@ signal ends the loop's wait at once (`processes/wakeup.py`).
 
 from __future__ import annotations
 
+import json
 import signal
 
 from shardq.cluster.routing import tube_shard
-from shardq.processes import wakeup
+from shardq.engine.policy import Policies
+from shardq.processes import live, wakeup
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
@@ -23,9 +25,11 @@ def open_core(
     wal_args: list[str],
     settle_from: str = "",
     metrics: bool = False,
+    tubes: str = "",
 ) -> ShardCore:
     """A shard's core from its command-line arguments (see children.shard_argv);
-    `metrics`: keep the histograms of the metrics endpoint."""
+    `metrics`: keep the histograms of the metrics endpoint; `tubes`: the per-tube policies
+    (JSON, '': none), taken again from live.json on SIGHUP (`ShardCore.take_live`)."""
     events = EventLog(events_dir, server_id, index) if events_dir else None
     wal = None
     if wal_args:
@@ -33,7 +37,10 @@ def open_core(
         wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
     origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
     owns_default = tube_shard("default", shards) == index
-    return ShardCore(index, owns_default, events, wal, origins, metrics)
+    policies = Policies(json.loads(tubes)) if tubes else None
+    core = ShardCore(index, owns_default, events, wal, origins, metrics, policies)
+    live.on_change(core.take_live)
+    return core
 
 
 def main(
@@ -45,10 +52,11 @@ def main(
     wal_args: list[str],
     settle_from: str = "",
     metrics: bool = False,
+    tubes: str = "",
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics)
+    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics, tubes)
     server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
     server.watch_signals()
     try:

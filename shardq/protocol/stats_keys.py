@@ -138,6 +138,21 @@ STATS_TUBE_KEYS = (
     "pause-time-left",
 )
 
+#: `stats-tube` keys shardq adds after all of beanstalkd's, only for a tube that has a
+#: per-tube policy (shardq/engine/policy.py): a tube without one reads as beanstalkd's.
+POLICY_TUBE_KEYS = (
+    "policy-max-jobs",
+    "policy-max-bytes",
+    "policy-discard-old",
+    "policy-max-reserves",
+    "policy-max-timeouts",
+    "policy-max-age",
+    "current-bytes",
+    "total-discarded",
+    "total-policy-buried",
+    "total-expired",
+)
+
 #: `stats-job` keys in order.
 STATS_JOB_KEYS = (
     "id",
@@ -162,6 +177,7 @@ __all__ = [
     "CMD_KEYS",
     "JOB_COUNT_KEYS",
     "LIMIT_KEYS",
+    "POLICY_TUBE_KEYS",
     "SERVING_KEYS",
     "SHARD_COUNT_KEYS",
     "STATS_JOB_KEYS",

@@ -10,6 +10,7 @@ from shardq.protocol.stats_keys import (
     BINLOG_KEYS,
     CMD_KEYS,
     JOB_COUNT_KEYS,
+    POLICY_TUBE_KEYS,
     SHARD_COUNT_KEYS,
     STATS_JOB_KEYS,
     STATS_KEYS,
@@ -27,7 +28,13 @@ def yaml_keys(reply: bytes) -> list[str]:
 
 
 def test_every_list_is_free_of_repeats() -> None:
-    for keys in (STATS_KEYS, STATS_TUBE_KEYS, STATS_JOB_KEYS, CMD_KEYS, SHARD_COUNT_KEYS):
+    for keys in (
+        STATS_KEYS,
+        STATS_TUBE_KEYS + POLICY_TUBE_KEYS,
+        STATS_JOB_KEYS,
+        CMD_KEYS,
+        SHARD_COUNT_KEYS,
+    ):
         assert len(set(keys)) == len(keys)
 
 

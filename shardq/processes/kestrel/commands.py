@@ -34,6 +34,7 @@ from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
 from shardq.protocol.reader import Reply
 
+from .policy_config import queue_config
 from .session import KestrelSession as Session
 from .session import Send, Sleep, Task
 
@@ -236,14 +237,14 @@ def queue_stats(front: Frontend, s: Session) -> Result:
                 name,
                 [
                     ("items", items),
-                    ("bytes", 0),
+                    ("bytes", t.get("current-bytes", 0)),  # a tube with a policy has it
                     ("total_items", t.get("total-jobs", 0)),
                     ("logsize", 0),
                     ("expired_items", front.expired.get(name, 0)),
                     ("mem_items", items),
                     ("mem_bytes", 0),
                     ("age", 0),
-                    ("discarded", 0),
+                    ("discarded", t.get("total-discarded", 0)),
                     ("waiters", t.get("current-waiting", 0)),
                     ("open_transactions", t.get("current-jobs-reserved", 0)),
                 ],
@@ -289,7 +290,11 @@ def do_dump_stats(front: Frontend, s: Session, cmd: k.Simple) -> Task:
 
 def do_dump_config(front: Frontend, s: Session, cmd: k.Simple) -> Task:
     names = yield from tubes(s)
-    return r.blocks((name, front.queue_config) for name in names)
+    per_tube: list[Reply] = []
+    if names:  # a tube's policy, if it has one (policy_config.py)
+        per_tube = yield Send(tuple(line("stats-tube", name) for name in names))
+    configs = [queue_config(front.queue_config, yaml_map(reply.body)) for reply in per_tube]
+    return r.blocks(zip(names, configs, strict=True))
 
 
 def do_version(front: Frontend, s: Session, cmd: k.Simple) -> Task:

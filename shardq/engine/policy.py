@@ -1,0 +1,92 @@
+"""Per-tube policies: what a tube's limits are, and which configured policy a tube gets.
+
+Pure and small: the config layer validates the `tubes:` section of the config file into a
+plain mapping (JSON-friendly, so it crosses to the shard processes on their command line
+and in live.json on SIGHUP); `Policies` turns that mapping into a resolver, and the engine
+asks it once per tube (when the tube is made, and again after a reload).
+
+The plain mapping::
+
+    {"defaults": {"max_jobs": 1000},              # every tube, unless overridden
+     "orders": {"max_reserves": 3},               # an exact tube name
+     "log.*": {"max_bytes": 1048576, "discard_old": True}}   # an fnmatch glob
+
+Resolution: the tube's own entry if it is named exactly, else the matching glob that is
+longest (the one written first among equally long ones), else none; its keys are laid over
+`defaults`, key by key. A tube whose resolved policy sets nothing has no policy (None): it
+behaves, and its `stats-tube` reads, exactly as beanstalkd's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from fnmatch import fnmatchcase
+from typing import Any
+
+DEFAULTS = "defaults"  #: the key of the section every tube's policy starts from
+GLOB_CHARS = frozenset("*?[")  #: a key with one of these is a glob, else an exact name
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A tube's limits; 0 (or False, None) is "no limit"."""
+
+    max_jobs: int = 0  #: jobs of the tube in any state; a put past it: OUT_OF_MEMORY
+    max_bytes: int = 0  #: the sum of the tube's job body sizes
+    discard_old: bool = False  #: a put past a limit drops the oldest ready jobs instead
+    max_reserves: int = 0  #: a job reserved this often is buried instead of made ready
+    max_timeouts: int = 0  #: a job that timed out this often is buried instead of made ready
+    max_age: int = 0  #: seconds: a job older than this is deleted (not while it is held)
+
+    def active(self) -> bool:
+        """Does this policy set anything? (One that sets nothing is no policy.)"""
+        return any(getattr(self, f.name) for f in fields(self))
+
+
+#: The keys of a policy, as the config file names them.
+KEYS = tuple(f.name for f in fields(Policy))
+Plain = Mapping[str, Mapping[str, Any]]
+
+
+def is_glob(key: str) -> bool:
+    return not GLOB_CHARS.isdisjoint(key)
+
+
+def _glob_order(item: tuple[int, str]) -> tuple[int, int]:
+    """Longest first, then the order in the file."""
+    position, pattern = item
+    return -len(pattern), position
+
+
+class Policies:
+    """The configured policies, resolved by tube name (`resolve`)."""
+
+    def __init__(self, plain: Plain | None = None) -> None:
+        plain = plain or {}
+        self.plain: dict[str, dict[str, Any]] = {k: dict(v) for k, v in plain.items()}
+        self.defaults = self.plain.get(DEFAULTS, {})
+        self.exact = {k: v for k, v in self.plain.items() if k != DEFAULTS and not is_glob(k)}
+        ordered = sorted(enumerate(k for k in self.plain if is_glob(k)), key=_glob_order)
+        self.globs = [(pattern, self.plain[pattern]) for _, pattern in ordered]
+
+    def __bool__(self) -> bool:
+        return bool(self.plain)
+
+    def entry(self, tube: str) -> str | None:
+        """The key of the entry that applies to `tube` besides `defaults`, or None."""
+        if tube in self.exact:
+            return tube
+        for pattern, _ in self.globs:
+            if fnmatchcase(tube, pattern):
+                return pattern
+        return None
+
+    def resolve(self, tube: str) -> Policy | None:
+        """The policy of `tube`, or None when it sets nothing."""
+        key = self.entry(tube)
+        values = {**self.defaults, **(self.plain[key] if key is not None else {})}
+        if not values:
+            return None
+        policy = Policy(**values)
+        return policy if policy.active() else None
