@@ -130,4 +130,7 @@ def test_fuzzed_streams_get_beanstalkds_replies(
         seen["replies"] += len(want)
 
     check()
-    assert seen["streams"] >= 150 and seen["replies"] >= 300, seen
+    # 150 streams of about two commands each on average: the run was not trivial. (Which
+    # streams a derandomized run draws still varies with what ran before it in the same
+    # process: 296 to over 300 replies have been seen, so the floor is not set at the edge.)
+    assert seen["streams"] >= 150 and seen["replies"] >= 250, seen
