@@ -32,7 +32,7 @@ RELATIVE_EXPIRY_MAX = 1_000_000
 U32_MAX = 0xFFFFFFFF
 #: Queue names: what is both a beanstalk tube name and allowed by Kestrel (no ``/``, ``~``,
 #: ``+`` or ``.``), not starting with ``-`` (beanstalk).
-_QUEUE_NAME = re.compile(r"[A-Za-z0-9_;$()][A-Za-z0-9_;$()\-]*\Z")
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_;$()][A-Za-z0-9_;$()\-+]*\Z")  # + : fanout
 _UINT = re.compile(rb"[0-9]+\Z")
 _INT = re.compile(rb"-?[0-9]+\Z")
 

@@ -112,6 +112,32 @@ def test_one_job_several_doors(kestrel_server, shards: int) -> None:
 
 
 @pytest.mark.parametrize("shards", SHARDS)
+def test_fanout_queues_each_get_a_copy(kestrel_server, shards: int) -> None:
+    """A set to ``orders`` is put to every ``orders+NAME`` queue there is: those a client
+    of the front-end named, and those the server lists (here made by a beanstalk worker)."""
+    server = kestrel_server(shards)
+    mc = memcache(server.kestrel)
+    assert mc.get("orders+audit") is None  # naming the queue makes it a child
+    assert mc.get("orders+mail/t=10") is None
+    mc.set("orders", b"o1")
+    assert mc.get("orders") == b"o1"
+    assert mc.get("orders+audit") == b"o1"
+    assert mc.get("orders+mail/open") == b"o1"
+    assert mc.get("orders+mail/close") is None
+    with greenstalk.Client(("127.0.0.1", server.port), watch="orders+ship") as bs:
+        time.sleep(1.1)  # the front-end lists the server's tubes at most once a second
+        mc.set("orders", b"o2")
+        assert bs.reserve(timeout=5).body == "o2"  # a beanstalk worker's child queue
+    assert [mc.get(q) for q in ("orders", "orders+audit", "orders+mail")] == [b"o2"] * 3
+    mc.set("orders+audit", b"only the child")  # a set to a child is not copied anywhere
+    assert mc.get("orders") is None and mc.get("orders+audit") == b"only the child"
+    assert mc.delete("orders+audit")  # a deleted child gets no more copies
+    time.sleep(1.1)  # though the server still lists its tube (our session watches it)
+    mc.set("orders", b"o3")
+    assert mc.get("orders+mail") == b"o3" and mc.get("orders+audit") is None
+
+
+@pytest.mark.parametrize("shards", SHARDS)
 def test_a_disconnect_gives_the_open_item_back(kestrel_server, shards: int) -> None:
     server = kestrel_server(shards)
     mc = memcache(server.kestrel)

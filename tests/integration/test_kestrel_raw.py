@@ -85,7 +85,7 @@ def test_malformed_input_gets_memcache_errors_and_the_connection_goes_on(kestrel
             b"get a/peek/open\r\n",
             peek_open,
         ),
-        (b"get fan+out\r\n", b"CLIENT_ERROR bad queue name\r\n"),
+        (b"get +out\r\n", b"CLIENT_ERROR bad queue name\r\n"),
         (b"set q 0 0\r\n", b"CLIENT_ERROR bad command line format\r\n"),
         (b"\r\n", b"ERROR\r\n"),
         (

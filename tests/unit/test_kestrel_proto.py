@@ -99,7 +99,7 @@ def test_other_commands(line: bytes, expected: k.Command) -> None:
         (b"get a/t=x\r\n", k.BAD_OPTION),
         (b"get a/peek/open\r\n", k.BAD_PEEK),
         (b"get a/abort/close\r\n", k.BAD_ABORT),
-        (b"get a+b\r\n", k.BAD_QUEUE),
+        (b"get +b\r\n", k.BAD_QUEUE),  # a fanout mark needs a parent
         (b"get a.b\r\n", k.BAD_QUEUE),
         (b"get -a\r\n", k.BAD_QUEUE),
         (b"get " + b"a" * 201 + b"\r\n", k.BAD_QUEUE),

@@ -61,40 +61,52 @@ def do_set(front: Frontend, s: Session, cmd: k.Set) -> Task:
     return (yield from do_sets(front, s, [cmd]))
 
 
+def list_fanout(front: Frontend, s: Session) -> Result:
+    """Learn the server's fanout queues (a list-tubes, at most every fanout.REFRESH_S)."""
+    now = time.monotonic()
+    if front.fanout.stale(now):
+        replies = yield Send((line("list-tubes"),))
+        front.fanout.listed(yaml_list(replies[0].body), now)
+
+
 def do_sets(front: Frontend, s: Session, cmds: list[k.Set]) -> Task:
     """Consecutive `set`s the client pipelined, as one batch of beanstalk puts (one round
-    trip for all of them); their answers in order."""
+    trip for all of them: a fanout queue's copies too); their answers in order."""
+    yield from list_fanout(front, s)
     at = now_ms()
     lines: list[bytes] = []
-    parts: list[tuple[k.Set, int | None, int]] = []  # (set, expiry, beanstalk lines)
+    parts: list[tuple[k.Set, int | None, list[tuple[str, int]]]] = []  # (set, expiry, puts)
     for cmd in cmds:
         front.counters["cmd_set"] += 1
+        front.fanout.learn(cmd.queue)
         expires = k.expiry_ms(cmd.expiry, at)
         if expires is not None and expires <= at:  # dead on arrival: never seen by anyone
-            parts.append((cmd, expires, 0))
+            parts.append((cmd, expires, []))
             continue
-        use = use_lines(s, cmd.queue)
-        data = cmd.data
-        lines += (*use, put_line(PRIORITY, 0, TTR, data))
-        parts.append((cmd, expires, len(use) + 1))
+        puts = []  # (queue, where its put's reply is)
+        for queue in (cmd.queue, *front.fanout.of(cmd.queue)):
+            lines += (*use_lines(s, queue), put_line(PRIORITY, 0, TTR, cmd.data))
+            puts.append((queue, len(lines) - 1))
+        parts.append((cmd, expires, puts))
     replies = (yield Send(tuple(lines))) if lines else []
     answers: list[bytes] = []
-    at_reply = 0
-    for cmd, expires, n in parts:
+    for cmd, expires, puts in parts:
         reply = r.STORED
-        if n:
-            at_reply += n
-            reply = set_reply(front, cmd, replies[at_reply - 1], expires)
+        if puts:
+            (queue, at_reply), *copies = puts
+            reply = set_reply(front, queue, replies[at_reply], expires)
+            for child, at_copy in copies:  # a child's own limits may refuse its copy
+                set_reply(front, child, replies[at_copy], expires)
         if not (cmd.noreply and reply == r.STORED):
             answers.append(reply)
     return b"".join(answers) if answers else None
 
 
-def set_reply(front: Frontend, cmd: k.Set, answer: Reply, expires: int | None) -> bytes:
+def set_reply(front: Frontend, queue: str, answer: Reply, expires: int | None) -> bytes:
     """What a `set` answers for its put's beanstalk reply."""
     if answer.name == b"INSERTED":
         if expires is not None:
-            front.expiry.add(answer.number(), expires, cmd.queue)
+            front.expiry.add(answer.number(), expires, queue)
         return r.STORED
     if answer.name in (b"OUT_OF_MEMORY", b"BURIED"):
         return r.NOT_STORED
@@ -123,6 +135,7 @@ def end_open(front: Frontend, s: Session, queue: str, abort: bool) -> Result:
 
 
 def do_get(front: Frontend, s: Session, cmd: k.Get) -> Task:
+    front.fanout.learn(cmd.queue)
     if cmd.close or cmd.abort:
         yield from end_open(front, s, cmd.queue, cmd.abort)
     if not cmd.fetches:
@@ -200,6 +213,7 @@ def drain(s: Session, queue: str, kinds: Iterable[str]) -> Result:
 
 
 def do_delete(front: Frontend, s: Session, cmd: k.Delete) -> Task:
+    front.fanout.forget(cmd.queue)
     yield from end_open(front, s, cmd.queue, abort=False)
     yield from drain(s, cmd.queue, ("ready", "delayed", "buried"))
     return None if cmd.noreply else r.DELETED

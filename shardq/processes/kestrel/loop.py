@@ -17,6 +17,7 @@ from shardq.processes.frontend.loop import FrontendLoop
 from shardq.processes.frontend.session import Session, Task
 from shardq.processes.kestrel import commands
 from shardq.processes.kestrel.expiry import ExpiryBook
+from shardq.processes.kestrel.fanout import Fanout
 from shardq.processes.kestrel.session import KestrelSession
 from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
@@ -52,6 +53,7 @@ class Frontend(FrontendLoop):
         self.expiry = ExpiryBook()
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
+        self.fanout = Fanout()
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
         return KestrelSession(sid, sock, backend, self.max_item)
