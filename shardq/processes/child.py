@@ -187,6 +187,7 @@ def parser() -> argparse.ArgumentParser:
     kestrel.add_argument("--max-jobs", type=int, default=0)
     kestrel.add_argument("--max-memory", type=int, default=0)
     kestrel.add_argument("--journal", action="store_true", help="the server keeps a log (-b)")
+    kestrel.add_argument("--journal-dir", help="keep the expiry journal here (the -b directory)")
     kestrel.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     workq = roles.add_parser("workq")
     _add_common(workq)
@@ -297,6 +298,8 @@ def run_kestrel(args: argparse.Namespace) -> None:
         args.max_output_bytes,
         kestrel_config(args),
         os.getppid(),
+        args.journal_dir,
+        args.sync_journal,
     )
 
 

@@ -167,6 +167,7 @@ def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         max_jobs=cfg.max_jobs,
         max_memory=cfg.max_memory,
         journal=cfg.wal_dir is not None,
+        journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
         **common_options(cfg, run_dir),
     )

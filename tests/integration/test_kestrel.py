@@ -151,19 +151,33 @@ def test_a_disconnect_gives_the_open_item_back(kestrel_server, shards: int) -> N
     assert mc.get("rel") == b"first"
 
 
-def test_items_survive_a_restart_with_b(kestrel_server, tmp_path) -> None:
-    wal = tmp_path / "wal"
+@pytest.mark.parametrize("shards", SHARDS)
+def test_items_expiries_and_fanout_survive_a_restart_with_b(
+    kestrel_server, tmp_path, shards: int
+) -> None:
+    wal = tmp_path / f"wal{shards}"
     flags = ("-b", str(wal), "-f", "0")
-    server = kestrel_server(4, flags)
+    server = kestrel_server(shards, flags)
     mc = memcache(server.kestrel)
     for body in (b"a", b"b", b"c"):
         mc.set("durable", body)
+    mc.set("short", b"gone soon", expire=2)  # Kestrel: seconds from now
+    mc.set("short", b"stays")
+    assert mc.get("feed+x") is None  # a fanout child, empty at the restart
+    assert mc.get("feed+y") is None
+    mc.set("feed", b"f1")
+    assert mc.get("feed+y") == b"f1"  # feed+x still holds its copy
     reader = memcache(server.kestrel)
     assert reader.get("durable/open") == b"a"  # open when the server stops
     assert server.stop() == 0
-    server = kestrel_server(4, flags)
+    server = kestrel_server(shards, flags)
     mc = memcache(server.kestrel)
     assert [mc.get("durable") for _ in range(4)] == [b"a", b"b", b"c", None]
+    time.sleep(2.2)  # past the first item's expiry, which the front-end kept
+    assert mc.get("short") == b"stays"
+    mc.set("feed", b"f2")  # feed+x holds a job: the server lists it, so it is a child again
+    assert [mc.get("feed+x") for _ in range(3)] == [b"f1", b"f2", None]
+    assert mc.get("feed") == b"f1"
 
 
 def test_the_private_socket_serves_kestrel_when_the_port_is_allow_listed(kestrel_server) -> None:

@@ -18,7 +18,7 @@ from shardq.processes.workq.registry import (
     Registry,
     WorkqJob,
 )
-from shardq.storage.workq_journal import Added, Journal, decode, encode
+from shardq.storage.workq_journal import KINDS, Added, open_journal
 
 T0 = 1_000_000
 
@@ -122,13 +122,13 @@ def test_the_journal_replays_to_the_same_jobs(tmp_path: Path) -> None:
     reg.lease(b, T0)
     c = queued(reg, fixed("c"), job=3)
     reg.finish(c, True, b"done")
-    book = Journal(str(tmp_path), sync=True)
+    book = open_journal(str(tmp_path), sync=True)
     book.rewrite([])
     for j in (a, b, c):
         book.append(j.fixed)
         book.append(j.changed())
     again = Registry()
-    again.replay(Journal(str(tmp_path), sync=False).load())
+    again.replay(open_journal(str(tmp_path), sync=False).load())
     assert {i: (j.state, j.job, j.attempts, j.result) for i, j in again.jobs.items()} == {
         "a": (NEW, 1, 0, None),
         "b": (LEASED, 0, 1, None),
@@ -139,9 +139,9 @@ def test_the_journal_replays_to_the_same_jobs(tmp_path: Path) -> None:
 
 
 def test_a_torn_tail_is_cut_off() -> None:
-    data = encode(fixed("a")) + encode(fixed("b"))
-    records, whole = decode(data[:-3])
-    assert [r.id for r in records] == ["a"] and whole == len(encode(fixed("a")))
+    data = KINDS.encode(fixed("a")) + KINDS.encode(fixed("b"))
+    records, whole = KINDS.decode(data[:-3])
+    assert [r.id for r in records] == ["a"] and whole == len(KINDS.encode(fixed("a")))
     corrupt = bytearray(data)
     corrupt[-1] ^= 0xFF
-    assert [r.id for r in decode(bytes(corrupt))[0]] == ["a"]
+    assert [r.id for r in KINDS.decode(bytes(corrupt))[0]] == ["a"]

@@ -6,17 +6,48 @@ jobs as they expire. In this process's memory only: lost when the front-end or t
 restarts (the jobs then stay, without expiry), and never known for jobs put through the
 beanstalk door. Entries go when the job is got, deleted or expired, so the book holds at
 most one entry per live job that was set with an expiry.
+
+With ``-b DIR`` every change is journaled (storage/kestrel_journal.py, DIR/kestrel.journal)
+and the book is read back at start, so expiries survive a restart as the items do. A disk
+error is logged and the book goes on in memory.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
+
+from shardq.storage.journal import Journal
+from shardq.storage.kestrel_journal import Expires, Gone, open_journal
+
+log = logging.getLogger(__name__)
 
 
 class ExpiryBook:
     def __init__(self) -> None:
         self.at: dict[int, tuple[int, str]] = {}  # job id -> (expiry, unix ms; queue)
         self.heap: list[tuple[int, int]] = []  # (expiry, job id); stale entries skipped
+        self.book: Journal | None = None
+
+    def keep(self, directory: str, sync: bool) -> None:
+        """Journal the book in `directory` (the -b directory), after reading it back."""
+        self.book = open_journal(directory, sync)
+        for rec in self.book.load():
+            if isinstance(rec, Expires):
+                self.at[rec.job] = (rec.at, rec.queue)
+                heapq.heappush(self.heap, (rec.at, rec.job))
+            else:
+                self.at.pop(rec.job, None)
+        self.book.rewrite([Expires(job, at, queue) for job, (at, queue) in self.at.items()])
+        log.info("kestrel: %d expiry times from the journal", len(self.at))
+
+    def write(self, record: Expires | Gone) -> None:
+        if self.book is None:
+            return
+        try:
+            self.book.append(record)
+        except OSError as e:
+            log.error("kestrel journal: %s", e)
 
     def __len__(self) -> int:
         return len(self.at)
@@ -24,9 +55,11 @@ class ExpiryBook:
     def add(self, job: int, expires_ms: int, queue: str) -> None:
         self.at[job] = (expires_ms, queue)
         heapq.heappush(self.heap, (expires_ms, job))
+        self.write(Expires(job, expires_ms, queue))
 
     def forget(self, job: int) -> None:
-        self.at.pop(job, None)
+        if self.at.pop(job, None) is not None:
+            self.write(Gone(job))
 
     def expired(self, job: int, now_ms: int) -> bool:
         entry = self.at.get(job)

@@ -44,6 +44,8 @@ class Frontend(FrontendLoop):
         max_output_bytes: int,
         queue_config: list[tuple[str, object]],
         supervisor: int,
+        journal_dir: str | None = None,
+        sync: bool = False,
     ) -> None:
         super().__init__(listen_fd, backend_path, k.MAX_LINE + max_item + 2, max_output_bytes)
         self.max_item = max_item
@@ -51,6 +53,8 @@ class Frontend(FrontendLoop):
         self.supervisor = supervisor  # who gets SIGHUP on `reload`
         self.expired: Counter[str] = Counter()  # queue -> items expired
         self.expiry = ExpiryBook()
+        if journal_dir is not None:
+            self.expiry.keep(journal_dir, sync)
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
         self.fanout = Fanout()
@@ -115,9 +119,18 @@ def main(
     max_output_bytes: int,
     queue_config: list[tuple[str, object]],
     supervisor: int,
+    journal_dir: str | None,
+    sync: bool,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     Frontend(
-        listen_fd, backend_path, max_item, max_output_bytes, queue_config, supervisor
+        listen_fd,
+        backend_path,
+        max_item,
+        max_output_bytes,
+        queue_config,
+        supervisor,
+        journal_dir,
+        sync,
     ).serve_forever()

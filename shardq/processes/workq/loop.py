@@ -22,7 +22,8 @@ from shardq.processes.workq import commands
 from shardq.processes.workq.registry import FAILED, Registry, WorkqJob
 from shardq.protocol import workq as w
 from shardq.protocol import workq_args, workq_replies
-from shardq.storage.workq_journal import Dropped, Journal, Record
+from shardq.storage.journal import Journal
+from shardq.storage.workq_journal import Dropped, Record, open_journal
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ class Frontend(FrontendLoop):
         self.janitor: Session | None = None
         self.book: Journal | None = None
         if journal_dir is not None:
-            self.book = Journal(journal_dir, sync)
+            self.book = open_journal(journal_dir, sync)
             self.registry.replay(self.book.load())
             self.book.rewrite(self.registry.snapshot())
             log.info("workq: %d jobs from the journal", len(self.registry))

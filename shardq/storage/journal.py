@@ -1,0 +1,102 @@
+"""A front-end's journal: what a protocol front-end knows beyond the beanstalk jobs (Workq's
+registry, Kestrel's expiry times), so that ``-b DIR`` keeps it across a restart as the
+server's write-ahead log keeps the jobs.
+
+One file per front-end in DIR: frames of ``u32 length | u32 crc32 | msgpack list``, the
+list being a record's kind number and its fields (dataclasses, named in the front-end's
+record module). Replaying the records in order gives the front-end's state; a torn or
+corrupt tail (a crash mid-write) ends the replay there and is cut off. On open the
+front-end rewrites the file with only what is live, so it never grows past that plus
+what one run adds.
+
+`sync`: fsync after each write (the server's ``-f 0``); otherwise each record is written
+before its command is answered (it survives the process, not the machine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import zlib
+from dataclasses import astuple
+from typing import Any
+
+import msgpack
+
+HEADER = struct.Struct("<II")
+
+log = logging.getLogger(__name__)
+
+
+class Kinds:
+    """The record classes of one journal, by kind number."""
+
+    def __init__(self, classes: dict[int, type]) -> None:
+        self.by_number = classes
+        self.number_of = {cls: kind for kind, cls in classes.items()}
+
+    def encode(self, record: Any) -> bytes:
+        payload = msgpack.packb([self.number_of[type(record)], *astuple(record)], use_bin_type=True)
+        return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+
+    def decode(self, data: bytes) -> tuple[list[Any], int]:
+        """The records of a journal's bytes, and how many bytes of it are whole."""
+        records: list[Any] = []
+        at = 0
+        while at + HEADER.size <= len(data):
+            size, crc = HEADER.unpack_from(data, at)
+            payload = data[at + HEADER.size : at + HEADER.size + size]
+            if len(payload) < size or zlib.crc32(payload) != crc:
+                break
+            try:
+                kind, *fields = msgpack.unpackb(payload, raw=False)
+                records.append(self.by_number[kind](*fields))
+            except (ValueError, KeyError, TypeError, msgpack.UnpackException):
+                break
+            at += HEADER.size + size
+        return records, at
+
+
+class Journal:
+    def __init__(self, directory: str, name: str, kinds: Kinds, sync: bool) -> None:
+        self.path = os.path.join(directory, name)
+        self.kinds = kinds
+        self.sync = sync
+        self.fd = -1
+
+    def load(self) -> list[Any]:
+        """The records on disk (an empty list for a new journal)."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        records, whole = self.kinds.decode(data)
+        if whole < len(data):
+            torn = len(data) - whole
+            log.warning("%s: %d bytes at the end are torn or corrupt: cut off", self.path, torn)
+        return records
+
+    def rewrite(self, records: list[Any]) -> None:
+        """Replace the file with `records` (atomically: a new file renamed over it), and
+        append to it from now on."""
+        tmp = self.path + ".new"
+        with open(tmp, "wb") as f:
+            f.write(b"".join(self.kinds.encode(r) for r in records))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+
+    def append(self, record: Any) -> None:
+        self.append_many([record])
+
+    def append_many(self, records: list[Any]) -> None:
+        if self.fd < 0 or not records:
+            return
+        data = memoryview(b"".join(self.kinds.encode(r) for r in records))
+        while data:
+            data = data[os.write(self.fd, data) :]
+        if self.sync:
+            os.fsync(self.fd)
