@@ -83,7 +83,7 @@ class Reserving(EngineCore):
         best = None
         for name in tubes:
             tube = self.tubes.get(name)
-            if tube is None or not tube.ready or tube.paused(now):
+            if tube is None or not tube.ready or tube.closed(now):
                 continue
             head = tube.ready[0]
             if best is None or head < best:
@@ -96,9 +96,10 @@ class Reserving(EngineCore):
 
     def _serve_tubes(self, tubes: list[Tube], now: int) -> None:
         """While some of these tubes have both waiters and ready jobs, give the best job of
-        them all to the oldest waiter of its tube (beanstalkd's process_queue)."""
+        them all to the oldest waiter of its tube (beanstalkd's process_queue). A paused tube,
+        or one at a limit of its policy (throttling.py), is passed over."""
         while True:
-            live = [t for t in tubes if t.ready and t.waiters and not t.paused(now)]
+            live = [t for t in tubes if t.ready and t.waiters and not t.closed(now)]
             if not live:
                 return
             tube = min(live, key=_head)
@@ -108,6 +109,8 @@ class Reserving(EngineCore):
             self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
 
     def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
+        if self.policed:
+            self._spend(job, now)  # reserve_rate
         if not offer:
             self._reserve(job, conn, now)
             return reserved_payload(job)
@@ -193,12 +196,16 @@ class Reserving(EngineCore):
             return
         self._unreserve(job)
         job.move("decline")
+        if self.policed:
+            self._give_back(job, now)  # reserve_rate: the offer's token
         self._enqueue(job, now)
 
     def reserve_job(self, conn: int, job_id: int, now: int) -> list[Any]:
         job = self.jobs.get(job_id)
         if job is None or not job.can("reserve"):
             return [FINAL, replies.NOT_FOUND]
+        if self.policed:
+            self._spend(job, now)  # not refused at a limit (nor in a paused tube), but counted
         self._reserve(job, conn, now)
         return reserved_payload(job)
 

@@ -147,6 +147,8 @@ POLICY_TUBE_KEYS = (
     "policy-max-reserves",
     "policy-max-timeouts",
     "policy-max-age",
+    "policy-max-reserved",
+    "policy-reserve-rate",
     "current-bytes",
     "total-discarded",
     "total-policy-buried",

@@ -116,13 +116,15 @@ def test_policies_hold_on_every_shard(
     stats = stats_tube(sock, tube_on_shard(0, shards, "cap"))
     assert stats["policy-max-jobs"] == "3"
     assert stats["current-bytes"] == "9"
-    assert list(stats)[-10:] == [
+    assert list(stats)[-12:] == [
         "policy-max-jobs",
         "policy-max-bytes",
         "policy-discard-old",
         "policy-max-reserves",
         "policy-max-timeouts",
         "policy-max-age",
+        "policy-max-reserved",
+        "policy-reserve-rate",
         "current-bytes",
         "total-discarded",
         "total-policy-buried",

@@ -91,7 +91,7 @@ def test_a_number_is_a_tube_name() -> None:
         (
             "tubes:\n  a: {max_job: 1}\n",
             "shardq.yaml: tubes.a.max_job: unknown key (known: max_jobs, max_bytes, "
-            "discard_old, max_reserves, max_timeouts, max_age)",
+            "discard_old, max_reserves, max_timeouts, max_age, max_reserved, reserve_rate)",
         ),
         ("tubes: [a, b]\n", "shardq.yaml: tubes: must be a mapping of tube names and globs"),
         ("tubes:\n  a: 5\n", "shardq.yaml: tubes.a: must be a mapping of max_jobs"),
