@@ -101,7 +101,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Stats):
         tube = self.tubes[job.tube]
         self._remove(job, tube, now)
         tube.cmd_delete += 1
-        if held and self.policed:
+        if held and tube.throttle is not None:
             self._freed(tube, now)  # max_reserved
         self._gc(tube)
         return replies.DELETED
@@ -120,8 +120,9 @@ class Engine(Timers, Reserving, Policing, Throttling, Stats):
         if delay > 0:
             job.move("release-delayed")
             self._delay(job, delay * NS, now)
-            if self.policed:
-                self._freed(self.tubes[job.tube], now)  # max_reserved
+            tube = self.tubes[job.tube]
+            if tube.throttle is not None:
+                self._freed(tube, now)  # max_reserved
         else:
             job.move("release")
             self._persist(job)  # before _enqueue: a waiter may take it at once
@@ -144,7 +145,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Stats):
         tube = self.tubes[job.tube]
         tube.buried[job.id] = None
         self._persist(job)
-        if self.policed:
+        if tube.throttle is not None:
             self._freed(tube, now)  # max_reserved
         return replies.BURIED
 

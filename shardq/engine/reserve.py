@@ -75,7 +75,10 @@ class Reserving(EngineCore):
         job.counts += 1  # reserves
         self._note(now, "reserve", job)
         job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
-        self.tubes[job.tube].reserved += 1
+        tube = self.tubes[job.tube]
+        tube.reserved += 1
+        if tube.throttle is not None and op == "reserve":  # an offer took its token already
+            self._spend(tube, now)  # reserve_rate
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(job.deadline + 1, T_TTR, job.id)
 
@@ -109,8 +112,6 @@ class Reserving(EngineCore):
             self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
 
     def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
-        if self.policed:
-            self._spend(job, now)  # reserve_rate
         if not offer:
             self._reserve(job, conn, now)
             return reserved_payload(job)
@@ -119,6 +120,8 @@ class Reserving(EngineCore):
         job.owner = conn
         tube = self.tubes[job.tube]
         tube.offered += 1
+        if tube.throttle is not None:
+            self._spend(tube, now)  # reserve_rate
         key = job.key
         if key < URGENT_KEY:
             tube.urgent += 1  # an offered job is still ready as far as stats go
@@ -204,9 +207,7 @@ class Reserving(EngineCore):
         job = self.jobs.get(job_id)
         if job is None or not job.can("reserve"):
             return [FINAL, replies.NOT_FOUND]
-        if self.policed:
-            self._spend(job, now)  # not refused at a limit (nor in a paused tube), but counted
-        self._reserve(job, conn, now)
+        self._reserve(job, conn, now)  # not refused at a limit (nor when paused), but counted
         return reserved_payload(job)
 
     def disconnect(self, conn: int, now: int) -> None:

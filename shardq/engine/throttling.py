@@ -37,9 +37,9 @@ from shardq.engine.tube import Tube
 class Throttling(EngineCore):
     """The concurrency and rate limits' part of an engine."""
 
-    def _spend(self, job: Job, now: int) -> None:
-        """A job is being handed out (reserved or offered): its tube's bucket gives a token."""
-        tube = self.tubes[job.tube]
+    def _spend(self, tube: Tube, now: int) -> None:
+        """A job of `tube` (it has limits) is being handed out, reserved or offered: its
+        bucket gives a token."""
         throttle = tube.throttle
         if throttle is not None and throttle.interval:
             throttle.take(now)
