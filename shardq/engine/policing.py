@@ -16,6 +16,8 @@
   longer held. A reload re-arms the timers of the tubes whose `max_age` changed; a restart
   arms them from each job's logged put time.
 
+The limits on handing jobs out, `max_reserved` and `reserve_rate`, are throttling.py's.
+
 All are logged as the commands they stand for (a discard or expiry as a delete record, a
 burial as a job state record) and noted as `delete` and `bury` job events, so a restart from the log
 and the analytics pipeline see them as such.
