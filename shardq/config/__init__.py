@@ -56,7 +56,8 @@ YAML layout::
       port: null           # null -> no Workq front-end; Workq's own port is 9922; 0 -> any
     tubes:                 # per-tube policies (config/tubes.py, engine/policy.py); reloadable
       defaults: {max_jobs: 0, max_bytes: 0, discard_old: false, max_reserves: 0, max_timeouts: 0,
-                 max_age: 0}   # max_age: seconds
+                 max_age: 0, max_reserved: 0, reserve_rate: 0}   # max_age: seconds;
+                               # reserve_rate: jobs handed out per second (0.5, 20)
       orders: {max_reserves: 3}          # an exact tube name beats any glob
       "log.*": {max_bytes: 64M, discard_old: true}   # the longest matching glob beats shorter
 """

@@ -10,6 +10,9 @@
         max_bytes: 64M
         discard_old: true
         max_age: 3600      # seconds
+      "mail.*":
+        max_reserved: 4    # at most 4 of the tube's jobs reserved at once
+        reserve_rate: 0.5  # jobs handed out per second (a token bucket of max(1, rate))
 
 Every problem is one `ConfigError` naming the key, e.g.
 ``tubes.orders.max_jobs: must be a whole number >= 0, got -1``.
@@ -17,6 +20,7 @@ Every problem is one `ConfigError` naming the key, e.g.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +50,14 @@ def _size(where: str, value: Any) -> int:
     return _whole(where, value)
 
 
+def _rate(where: str, value: Any) -> float:
+    """Jobs per second: a number >= 0 (0.5 is one every two seconds), 0: none."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
+        raise ConfigError(where, f"must be a number of jobs per second >= 0, got {value!r}")
+    return value
+
+
 def _flag(where: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(where, f"must be true or false, got {value!r}")
@@ -60,6 +72,8 @@ CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "max_reserves": _whole,
     "max_timeouts": _whole,
     "max_age": _whole,  # seconds
+    "max_reserved": _whole,
+    "reserve_rate": _rate,  # jobs per second
 }
 assert tuple(CHECKS) == KEYS, "every policy key has a validator"
 

@@ -2,7 +2,8 @@
 
 `EngineCore` holds the tubes, jobs, waiters, timers and outputs of a shard, and the small
 moves a job makes between a tube's queues and a connection's hands. The concerns built on
-it are mixins of their own modules (timers.py, reserve.py, persist.py, stats.py), put
+it are mixins of their own modules (timers.py, reserve.py, persist.py, policing.py,
+throttling.py, stats.py), put
 together by `Engine` (engine.py); a mixin calls another's methods only through the
 declarations at the end of this class.
 """
@@ -56,6 +57,9 @@ class EngineCore:
         self.origin_refs: dict[int, dict[str, list[int]]] = {}
         self.policies = Policies()  #: per-tube policies; each tube keeps its own (`Tube.policy`)
         self.policed = False  #: are there any (a plain bool: tested on hot paths)
+        #: name -> `full_at` of the token bucket of a rate-limited tube that went away while
+        #: not full: a tube made again under that name starts from it (throttling.py)
+        self.buckets: dict[str, int] = {}
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -67,21 +71,26 @@ class EngineCore:
             tube = self.tubes[name] = Tube(name, order=(now, self._created))
             if self.policies:
                 tube.set_policy(self.policies.resolve(name))
+                if self.buckets and tube.throttle is not None:
+                    self._restore_bucket(tube, now)
         return tube
 
-    def set_policies(self, policies: Policies) -> None:
-        """New per-tube policies (start-up, or a reload): every tube resolves its own again.
-        Jobs already past a lowered limit stay; the next put is refused (or discards)."""
+    def set_policies(self, policies: Policies, now: int | None = None) -> None:
+        """New per-tube policies (start-up, or a reload at `now`): every tube resolves its
+        own again. Jobs already past a lowered limit stay; the next put is refused (or
+        discards)."""
         self.policies = policies
         self.policed = bool(policies)
         for tube in self.tubes.values():
-            tube.set_policy(policies.resolve(tube.name))
+            tube.set_policy(policies.resolve(tube.name), now)
 
     def _gc(self, tube: Tube) -> None:
         """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
         if tube.in_use():
             return
         del self.tubes[tube.name]
+        if tube.throttle is not None and tube.throttle.full_at:
+            self._keep_bucket(tube)
         if self.tubes:
             last = max(self.tubes.values(), key=_by_order)
             if last.order > tube.order:
@@ -141,7 +150,7 @@ class EngineCore:
         """Make a job ready and hand it to a waiter of its tube if there is one."""
         tube = self.tubes[job.tube]
         tube.add_ready(job)
-        if tube.waiters and not tube.paused(now):
+        if tube.waiters and not tube.closed(now):
             self._serve_tube(tube, now)
 
     def _unlink_delayed(self, job: Job) -> None:
@@ -202,3 +211,16 @@ class EngineCore:
         def _bury_instead(self, job: Job, now: int, timed_out: bool = False) -> bool: ...
 
         def _age_out(self, job_id: int, now: int) -> None: ...
+
+        # throttling.py
+        def _spend(self, tube: Tube, now: int) -> None: ...
+
+        def _give_back(self, job: Job, now: int) -> None: ...
+
+        def _freed(self, tube: Tube, now: int) -> None: ...
+
+        def _token_due(self, name: str, when: int, opened: list[Tube]) -> None: ...
+
+        def _keep_bucket(self, tube: Tube) -> None: ...
+
+        def _restore_bucket(self, tube: Tube, now: int) -> None: ...

@@ -11,7 +11,8 @@ one reserve request. The engine never trusts a connection to own a job: it check
 `Engine` is this module's commands (put, delete, release, bury, touch, kick, peek, pause)
 on top of the engine's parts: its state (core.py), timers (timers.py), reserves and
 waiters (reserve.py), write-ahead log records (persist.py, records.py), per-tube policies
-(policing.py, policy.py) and statistics (stats.py). The names other modules need are
+(policing.py, policy.py), its concurrency and rate limits (throttling.py, limits.py) and
+statistics (stats.py). The names other modules need are
 importable from here.
 """
 
@@ -26,6 +27,7 @@ from shardq.engine.policing import Policing
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.reserve import SAFETY_MARGIN, Reserving, reserved_payload
 from shardq.engine.stats import Stats
+from shardq.engine.throttling import Throttling
 from shardq.engine.timers import T_AGE, T_PAUSE, T_TTR, Timers
 from shardq.protocol import replies
 
@@ -43,7 +45,7 @@ __all__ = [
 ]
 
 
-class Engine(Timers, Reserving, Policing, Stats):
+class Engine(Timers, Reserving, Policing, Throttling, Stats):
     """All tubes and jobs of one shard."""
 
     def put(
@@ -89,7 +91,8 @@ class Engine(Timers, Reserving, Policing, Stats):
             return replies.DELETED
         if job is None or job.state == State.OFFERED:
             return replies.NOT_FOUND
-        if job.state == State.RESERVED:
+        held = job.state == State.RESERVED
+        if held:
             if job.owner != conn:
                 return replies.NOT_FOUND
             self._unreserve(job)
@@ -98,6 +101,8 @@ class Engine(Timers, Reserving, Policing, Stats):
         tube = self.tubes[job.tube]
         self._remove(job, tube, now)
         tube.cmd_delete += 1
+        if held and tube.throttle is not None:
+            self._freed(tube, now)  # max_reserved
         self._gc(tube)
         return replies.DELETED
 
@@ -115,6 +120,9 @@ class Engine(Timers, Reserving, Policing, Stats):
         if delay > 0:
             job.move("release-delayed")
             self._delay(job, delay * NS, now)
+            tube = self.tubes[job.tube]
+            if tube.throttle is not None:
+                self._freed(tube, now)  # max_reserved
         else:
             job.move("release")
             self._persist(job)  # before _enqueue: a waiter may take it at once
@@ -134,8 +142,11 @@ class Engine(Timers, Reserving, Policing, Stats):
         job.counts += BURY
         self._note(now, "bury", job)
         job.move("bury")
-        self.tubes[job.tube].buried[job.id] = None
+        tube = self.tubes[job.tube]
+        tube.buried[job.id] = None
         self._persist(job)
+        if tube.throttle is not None:
+            self._freed(tube, now)  # max_reserved
         return replies.BURIED
 
     def touch(self, conn: int, job_id: int, now: int) -> list[Any]:

@@ -16,6 +16,8 @@
   longer held. A reload re-arms the timers of the tubes whose `max_age` changed; a restart
   arms them from each job's logged put time.
 
+The limits on handing jobs out, `max_reserved` and `reserve_rate`, are throttling.py's.
+
 All are logged as the commands they stand for (a discard or expiry as a delete record, a
 burial as a job state record) and noted as `delete` and `bury` job events, so a restart from the log
 and the analytics pipeline see them as such.
@@ -82,6 +84,7 @@ class Policing(Persistence):
         tube.buried[job.id] = None
         tube.policy_buried += 1
         self._persist(job)
+        self._freed(tube, now)  # max_reserved
         return True
 
     def _age_out(self, job_id: int, now: int) -> None:
@@ -116,11 +119,11 @@ class Policing(Persistence):
         if max_age:
             self._at(job.created + max_age * NS, T_AGE, job.id)
 
-    def set_policies(self, policies: Policies) -> None:
+    def set_policies(self, policies: Policies, now: int | None = None) -> None:
         """New policies; a tube whose max_age changed gets a timer for each of its jobs (a
         timer that fires early finds the new limit and waits for it)."""
         before = {name: _max_age(tube) for name, tube in self.tubes.items()}
-        super().set_policies(policies)
+        super().set_policies(policies, now)
         changed = {
             name: max_age
             for name, tube in self.tubes.items()

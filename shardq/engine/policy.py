@@ -8,7 +8,7 @@ asks it once per tube (when the tube is made, and again after a reload).
 The plain mapping::
 
     {"defaults": {"max_jobs": 1000},              # every tube, unless overridden
-     "orders": {"max_reserves": 3},               # an exact tube name
+     "orders": {"max_reserves": 3, "reserve_rate": 0.5},   # an exact tube name
      "log.*": {"max_bytes": 1048576, "discard_old": True}}   # an fnmatch glob
 
 Resolution: the tube's own entry if it is named exactly, else the matching glob that is
@@ -38,6 +38,8 @@ class Policy:
     max_reserves: int = 0  #: a job reserved this often is buried instead of made ready
     max_timeouts: int = 0  #: a job that timed out this often is buried instead of made ready
     max_age: int = 0  #: seconds: a job older than this is deleted (not while it is held)
+    max_reserved: int = 0  #: jobs of the tube reserved (or offered) at once; at it, none more
+    reserve_rate: float = 0  #: jobs handed out per second (a token bucket, limits.py)
 
     def active(self) -> bool:
         """Does this policy set anything? (One that sets nothing is no policy.)"""

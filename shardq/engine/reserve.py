@@ -75,7 +75,10 @@ class Reserving(EngineCore):
         job.counts += 1  # reserves
         self._note(now, "reserve", job)
         job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
-        self.tubes[job.tube].reserved += 1
+        tube = self.tubes[job.tube]
+        tube.reserved += 1
+        if tube.throttle is not None and op == "reserve":  # an offer took its token already
+            self._spend(tube, now)  # reserve_rate
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(job.deadline + 1, T_TTR, job.id)
 
@@ -83,7 +86,7 @@ class Reserving(EngineCore):
         best = None
         for name in tubes:
             tube = self.tubes.get(name)
-            if tube is None or not tube.ready or tube.paused(now):
+            if tube is None or not tube.ready or tube.closed(now):
                 continue
             head = tube.ready[0]
             if best is None or head < best:
@@ -96,9 +99,10 @@ class Reserving(EngineCore):
 
     def _serve_tubes(self, tubes: list[Tube], now: int) -> None:
         """While some of these tubes have both waiters and ready jobs, give the best job of
-        them all to the oldest waiter of its tube (beanstalkd's process_queue)."""
+        them all to the oldest waiter of its tube (beanstalkd's process_queue). A paused tube,
+        or one at a limit of its policy (throttling.py), is passed over."""
         while True:
-            live = [t for t in tubes if t.ready and t.waiters and not t.paused(now)]
+            live = [t for t in tubes if t.ready and t.waiters and not t.closed(now)]
             if not live:
                 return
             tube = min(live, key=_head)
@@ -116,6 +120,8 @@ class Reserving(EngineCore):
         job.owner = conn
         tube = self.tubes[job.tube]
         tube.offered += 1
+        if tube.throttle is not None:
+            self._spend(tube, now)  # reserve_rate
         key = job.key
         if key < URGENT_KEY:
             tube.urgent += 1  # an offered job is still ready as far as stats go
@@ -193,13 +199,15 @@ class Reserving(EngineCore):
             return
         self._unreserve(job)
         job.move("decline")
+        if self.policed:
+            self._give_back(job, now)  # reserve_rate: the offer's token
         self._enqueue(job, now)
 
     def reserve_job(self, conn: int, job_id: int, now: int) -> list[Any]:
         job = self.jobs.get(job_id)
         if job is None or not job.can("reserve"):
             return [FINAL, replies.NOT_FOUND]
-        self._reserve(job, conn, now)
+        self._reserve(job, conn, now)  # not refused at a limit (nor when paused), but counted
         return reserved_payload(job)
 
     def disconnect(self, conn: int, now: int) -> None:

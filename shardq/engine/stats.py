@@ -25,6 +25,11 @@ def _seconds(ns: int) -> int:
     return -(-ns // NS) if ns < 0 else ns // NS
 
 
+def _rate(rate: float) -> int | replies.Raw:
+    """A reserve_rate as the config file may write it: 2, 0.5 (the shortest exact form)."""
+    return int(rate) if float(rate).is_integer() else replies.Raw(repr(float(rate)))
+
+
 class Stats(EngineCore):
     """The statistics replies of an engine."""
 
@@ -74,6 +79,8 @@ class Stats(EngineCore):
             policy.max_reserves,
             policy.max_timeouts,
             policy.max_age,
+            policy.max_reserved,
+            _rate(policy.reserve_rate),
             tube.body_bytes,  # current-bytes
             tube.discarded,
             tube.policy_buried,

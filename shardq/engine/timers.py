@@ -1,7 +1,8 @@
 """The engine's timers: one heap of (when, stamp, kind, key), compacted, run by `tick`.
 
-Delays end, TTRs run out, pauses end, waiting reserves expire and jobs reach their tube's
-`max_age` (policing.py) through this heap. A timer is not removed when its reason goes (a
+Delays end, TTRs run out, pauses end, waiting reserves expire, jobs reach their tube's
+`max_age` (policing.py) and rate-limited tubes get their next token (throttling.py) through
+this heap. A timer is not removed when its reason goes (a
 reserved job deleted, a delayed job kicked): every entry is re-checked when it fires, and
 the heap is compacted when it doubles.
 """
@@ -16,9 +17,18 @@ from shardq.engine.job import TIMEOUT, Job, State
 from shardq.engine.tube import Tube
 
 # Timer kinds in the engine's heap; every entry is re-checked when it fires.
-T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE = 1, 2, 3, 4, 5
+T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE, T_TOKEN = 1, 2, 3, 4, 5, 6
 
-__all__ = ["T_AGE", "T_DELAY", "T_PAUSE", "T_TTR", "T_WAIT", "TIMERS_MIN_BOUND", "Timers"]
+__all__ = [
+    "T_AGE",
+    "T_DELAY",
+    "T_PAUSE",
+    "T_TOKEN",
+    "T_TTR",
+    "T_WAIT",
+    "TIMERS_MIN_BOUND",
+    "Timers",
+]
 
 
 class Timers(EngineCore):
@@ -48,6 +58,11 @@ class Timers(EngineCore):
             return waiter is not None and waiter.expire_at == when
         if kind == T_AGE:
             return key in self.jobs  # re-checked against its tube's max_age when it fires
+        if kind == T_TOKEN:  # a tube's next token, or when a gone tube's bucket is full
+            tube = self.tubes.get(key)
+            if tube is None:
+                return self.buckets.get(key) == when
+            return tube.throttle is not None and tube.throttle.timer_at == when
         return self._timed_job(kind, key, when) is not None
 
     def _timed_job(self, kind: int, job_id: int, when: int) -> Job | None:
@@ -69,8 +84,9 @@ class Timers(EngineCore):
         return self.timers[0][0] if self.timers else None
 
     def tick(self, now: int) -> None:
-        """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire."""
-        unpaused: list[Tube] = []
+        """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire,
+        tokens come. Tubes that a pause's end or a token opened are served together, after."""
+        opened: list[Tube] = []
         while self.timers and self.timers[0][0] <= now:
             when, _, kind, key = heapq.heappop(self.timers)
             if kind == T_DELAY:
@@ -78,13 +94,15 @@ class Timers(EngineCore):
             elif kind == T_TTR:
                 self._expire(key, when, now)
             elif kind == T_PAUSE:
-                self._unpause(key, when, unpaused)
+                self._unpause(key, when, opened)
             elif kind == T_AGE:
                 self._age_out(key, now)
+            elif kind == T_TOKEN:
+                self._token_due(key, when, opened)
             else:
                 self._wait_expired(key, when)
-        if unpaused:
-            self._serve_tubes(unpaused, now)
+        if opened:
+            self._serve_tubes(opened, now)
 
     def _promote(self, job_id: int, when: int, now: int) -> None:
         job = self._timed_job(T_DELAY, job_id, when)

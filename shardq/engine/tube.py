@@ -1,4 +1,4 @@
-"""A tube: its ready, delayed and buried jobs, its waiters, pause state and counters.
+"""A tube: its ready, delayed and buried jobs, its waiters, pause state, limits and counters.
 
 The tube only keeps order; the engine decides what moves where. Ready jobs are
 ordered by (priority, put order, id), delayed jobs by (due time, put order, id), each
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from shardq.engine.job import LOW_MASK, URGENT_KEY, Job
+from shardq.engine.limits import Throttle, limits_of
 from shardq.engine.policy import Policy
 
 
@@ -53,6 +54,8 @@ class Tube:
     discarded: int = 0  # jobs dropped by discard_old (total-discarded)
     policy_buried: int = 0  # jobs buried by max_reserves or max_timeouts (total-policy-buried)
     expired: int = 0  # jobs deleted by max_age (total-expired)
+    #: max_reserved and reserve_rate (engine/limits.py), or None when its policy sets neither
+    throttle: Throttle | None = None
 
     def jobs(self) -> int:
         return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered
@@ -62,6 +65,14 @@ class Tube:
 
     def paused(self, now: int) -> bool:
         return self.pause != 0 and now < self.unpause_at
+
+    def closed(self, now: int) -> bool:
+        """May no reserve take one of its ready jobs now? Paused, or at a limit of its
+        policy (max_reserved, reserve_rate). Kept lean: it runs for every reserve."""
+        if self.pause != 0 and now < self.unpause_at:
+            return True
+        throttle = self.throttle
+        return throttle is not None and throttle.shut(self.reserved + self.offered, now)
 
     def add_ready(self, job: Job) -> None:
         key = job.key
@@ -79,10 +90,17 @@ class Tube:
         if self.by_age is not None:
             self.by_age.remove(key & LOW_MASK)
 
-    def set_policy(self, policy: Policy | None) -> None:
-        """Its policy (made, or a reload); the age order of ready jobs is kept only while
-        discard_old needs it."""
+    def set_policy(self, policy: Policy | None, now: int | None = None) -> None:
+        """Its policy (made, or a reload at `now`); the age order of ready jobs is kept only
+        while discard_old needs it, the limits' state only while it has a limit."""
         self.policy = policy
+        limits = limits_of(policy)
+        if limits is None:
+            self.throttle = None
+        elif self.throttle is None:
+            self.throttle = Throttle(*limits)
+        else:
+            self.throttle.retune(limits, now)
         if policy is None or not policy.discard_old:
             self.by_age = None
         elif self.by_age is None:

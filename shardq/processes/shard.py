@@ -99,10 +99,11 @@ class ShardCore:
             timing.extra = self.wal.figures
 
     def take_live(self, settings: live.Live) -> None:
-        """SIGHUP: the per-tube policies may have changed; every tube resolves its own again."""
+        """SIGHUP: the per-tube policies may have changed; every tube resolves its own again
+        (a raised limit serves waiting reserves at once: their answers are engine events)."""
         policies = Policies(settings.tubes)
         if policies.plain != self.engine.policies.plain:
-            self.engine.set_policies(policies)
+            self.engine.set_policies(policies, time.monotonic_ns())
             log.info("shard %d: tube policies now %s", self.index, policies.plain or "none")
 
     def settle_quota(self) -> None:

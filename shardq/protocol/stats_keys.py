@@ -140,6 +140,8 @@ STATS_TUBE_KEYS = (
 
 #: `stats-tube` keys shardq adds after all of beanstalkd's, only for a tube that has a
 #: per-tube policy (shardq/engine/policy.py): a tube without one reads as beanstalkd's.
+#: The order is documented (docs/PROTOCOLS.md) and stable: a new policy key goes after the
+#: last `policy-*` key, before `current-bytes`; a new counter at the end.
 POLICY_TUBE_KEYS = (
     "policy-max-jobs",
     "policy-max-bytes",
@@ -147,6 +149,8 @@ POLICY_TUBE_KEYS = (
     "policy-max-reserves",
     "policy-max-timeouts",
     "policy-max-age",
+    "policy-max-reserved",
+    "policy-reserve-rate",
     "current-bytes",
     "total-discarded",
     "total-policy-buried",

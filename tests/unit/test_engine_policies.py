@@ -352,6 +352,8 @@ def test_stats_tube_shows_the_policy_after_beanstalkds_keys(q: Q) -> None:
         "policy-max-reserves": "1",
         "policy-max-timeouts": "0",
         "policy-max-age": "0",
+        "policy-max-reserved": "0",
+        "policy-reserve-rate": "0",
         "current-bytes": "3",
         "total-discarded": "1",
         "total-policy-buried": "1",

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from shardq.config import Config, ConfigError, load_config
-from shardq.engine.engine import Engine
+from shardq.engine.engine import RESERVED, Engine
 from shardq.engine.policy import Policies, Policy
 from shardq.processes import live
 
@@ -91,7 +91,32 @@ def test_a_number_is_a_tube_name() -> None:
         (
             "tubes:\n  a: {max_job: 1}\n",
             "shardq.yaml: tubes.a.max_job: unknown key (known: max_jobs, max_bytes, "
-            "discard_old, max_reserves, max_timeouts, max_age)",
+            "discard_old, max_reserves, max_timeouts, max_age, max_reserved, reserve_rate)",
+        ),
+        (
+            "tubes:\n  a: {max_reserved: -2}\n",
+            "shardq.yaml: tubes.a.max_reserved: must be a whole number >= 0, got -2",
+        ),
+        (
+            "tubes:\n  a: {max_reserved: 2.5}\n",
+            "shardq.yaml: tubes.a.max_reserved: must be a whole number >= 0, got 2.5",
+        ),
+        (
+            "tubes:\n  a: {reserve_rate: -0.5}\n",
+            "shardq.yaml: tubes.a.reserve_rate: must be a number of jobs per second >= 0, got -0.5",
+        ),
+        (
+            "tubes:\n  a: {reserve_rate: fast}\n",
+            "shardq.yaml: tubes.a.reserve_rate: must be a number of jobs per second >= 0, "
+            "got 'fast'",
+        ),
+        (
+            "tubes:\n  a: {reserve_rate: .inf}\n",
+            "shardq.yaml: tubes.a.reserve_rate: must be a number of jobs per second >= 0, got inf",
+        ),
+        (
+            "tubes:\n  a: {reserve_rate: true}\n",
+            "shardq.yaml: tubes.a.reserve_rate: must be a number of jobs per second >= 0, got True",
         ),
         ("tubes: [a, b]\n", "shardq.yaml: tubes: must be a mapping of tube names and globs"),
         ("tubes:\n  a: 5\n", "shardq.yaml: tubes.a: must be a mapping of max_jobs"),
@@ -102,6 +127,16 @@ def test_a_number_is_a_tube_name() -> None:
 )
 def test_bad_values_name_their_key(text: str, message: str) -> None:
     assert error_of(text).startswith(message)
+
+
+def test_rate_and_concurrency_limits_are_read() -> None:
+    text = "tubes:\n  a: {reserve_rate: 0.5, max_reserved: 3}\n  b: {reserve_rate: 20}\n"
+    tubes = load_config(text, {}).tubes
+    assert tubes == {"a": {"reserve_rate": 0.5, "max_reserved": 3}, "b": {"reserve_rate": 20}}
+    policies = Policies(json.loads(json.dumps(tubes)))  # as a shard gets them
+    assert policies.resolve("a") == Policy(max_reserved=3, reserve_rate=0.5)
+    assert policies.resolve("b") == Policy(reserve_rate=20)
+    assert Policies({"a": {"reserve_rate": 0, "max_reserved": 0}}).resolve("a") is None
 
 
 def test_exact_name_beats_globs_and_longest_glob_beats_shorter() -> None:
@@ -185,3 +220,19 @@ def test_shard_children_are_told_the_policies_and_take_new_ones_on_sighup() -> N
     assert core.engine.tubes["orders"].policy == Policy(max_jobs=5)
     core.take_live(live.of(load_config("", {})))
     assert core.engine.tubes["orders"].policy is None
+
+
+def test_a_sighup_raising_max_reserved_serves_the_waiting_reserve_at_once() -> None:
+    import time
+
+    from shardq.processes.shard import ShardCore
+
+    core = ShardCore(0, owns_default=True, policies=Policies({"p": {"max_reserved": 1}}))
+    engine = core.engine
+    now = time.monotonic_ns()
+    for job_id in (1, 2):
+        engine.put(job_id, job_id, "p", 0, 0, 60, b"x", now)
+    assert engine.reserve(1, 1, ("p",), now, None, None)[0] == RESERVED
+    assert engine.reserve(2, 2, ("p",), now, None, None) is None  # at the limit: waits
+    core.take_live(live.of(load_config("tubes:\n  p: {max_reserved: 2}\n", {})))
+    assert [(rid, payload[0], payload[2]) for rid, payload in engine.events] == [(2, RESERVED, 2)]
