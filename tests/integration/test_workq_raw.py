@@ -19,8 +19,9 @@ def later(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
 
 
-def test_the_documents_examples(workq_server) -> None:
-    server = workq_server(1)
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_documents_examples(workq_server, shards: int) -> None:
+    server = workq_server(shards)
     c, worker = Workq(server.workq), Workq(server.workq)
     assert (
         c.cmd(
