@@ -71,12 +71,22 @@ def unexpected(buf: bytearray) -> LoadError:
     return LoadError(f"unexpected reply {bytes(buf[:80])!r}")
 
 
-def read_stored(buf: bytearray) -> Read:
-    if (m := _STORED.match(buf)) is not None:
-        return m.end(), True, b""
-    if b"\r\n" in buf:
-        raise unexpected(buf)
-    return None
+def line_reader(done: re.Pattern[bytes]) -> Callable[[bytearray], Read]:
+    """The reader of a load whose every reply is one line matching `done` (counted)."""
+
+    def read_line(buf: bytearray) -> Read:
+        if (m := done.match(buf)) is not None:
+            return m.end(), True, b""
+        if b"\r\n" in buf:
+            raise unexpected(buf)
+        return None
+
+    return read_line
+
+
+read_stored = line_reader(_STORED)
+read_added = line_reader(_OK)
+read_inserted = line_reader(_INSERTED)
 
 
 def read_value(buf: bytearray) -> Read:
@@ -93,54 +103,35 @@ def read_value(buf: bytearray) -> Read:
     return None
 
 
-def read_added(buf: bytearray) -> Read:
-    if (m := _OK.match(buf)) is not None:
-        return m.end(), True, b""
-    if b"\r\n" in buf:
-        raise unexpected(buf)
-    return None
+def cycle_reader(
+    done: re.Pattern[bytes], job: re.Pattern[bytes], follow: bytes, dry: bytes, head_lines: int
+) -> Callable[[bytearray], Read]:
+    """The reader of a take-then-finish load: a taken job (`job`: its id and size; answered
+    with `follow` % id) or the finishing reply (`done`: counted). `dry`: the queue is empty;
+    `head_lines`: CRLFs in a job's reply before its body."""
+
+    def read_cycle(buf: bytearray) -> Read:
+        if (m := done.match(buf)) is not None:
+            return m.end(), True, b""
+        m = job.match(buf)
+        if m is not None:
+            end = m.end() + int(m[2]) + 2
+            if len(buf) < end:
+                return None
+            return end, False, follow % m[1]
+        if buf.startswith(dry):
+            raise LoadError("the queue ran dry: raise --prefill")
+        if buf.count(b"\r\n") >= head_lines or buf.startswith(b"-"):
+            raise unexpected(buf)
+        return None
+
+    return read_cycle
 
 
-def read_lease_cycle(buf: bytearray) -> Read:
-    """A lease's job (answered with its complete) or a complete's +OK (counted)."""
-    if (m := _OK.match(buf)) is not None:
-        return m.end(), True, b""
-    m = _LEASED.match(buf)
-    if m is not None:
-        end = m.end() + int(m[2]) + 2
-        if len(buf) < end:
-            return None
-        return end, False, b"complete %s 0\r\n\r\n" % m[1]
-    if buf.startswith(b"-TIMEOUT"):
-        raise LoadError("the queue ran dry: raise --prefill")
-    if buf.count(b"\r\n") >= 2 or buf.startswith(b"-"):
-        raise unexpected(buf)
-    return None
-
-
-def read_inserted(buf: bytearray) -> Read:
-    if (m := _INSERTED.match(buf)) is not None:
-        return m.end(), True, b""
-    if b"\r\n" in buf:
-        raise unexpected(buf)
-    return None
-
-
-def read_reserve_cycle(buf: bytearray) -> Read:
-    """A reserved job (answered with its delete) or a delete's DELETED (counted)."""
-    if (m := _DELETED.match(buf)) is not None:
-        return m.end(), True, b""
-    m = _RESERVED.match(buf)
-    if m is not None:
-        end = m.end() + int(m[2]) + 2
-        if len(buf) < end:
-            return None
-        return end, False, b"delete %s\r\n" % m[1]
-    if buf.startswith(b"TIMED_OUT"):
-        raise LoadError("the tube ran dry: raise --prefill")
-    if b"\r\n" in buf:
-        raise unexpected(buf)
-    return None
+#: Workq: a lease's job, answered with its complete; a complete's +OK counts.
+read_lease_cycle = cycle_reader(_OK, _LEASED, b"complete %s 0\r\n\r\n", b"-TIMEOUT", 2)
+#: beanstalk: a reserved job, answered with its delete; DELETED counts.
+read_reserve_cycle = cycle_reader(_DELETED, _RESERVED, b"delete %s\r\n", b"TIMED_OUT", 1)
 
 
 def door(spec: Spec, protocol: str, load: str, body: bytes) -> Door:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shardq.protocol.inbuf import InputBuffer
+
 #: Longest command line (memcached's key line limit); longer without an end closes.
 MAX_LINE = 2048
 #: Longest queue name: a queue is a beanstalk tube of the same name (beanstalkd's limit).
@@ -242,28 +244,13 @@ def parse_line(line: bytes) -> Command | SetHeader:
     return Invalid(ERROR)
 
 
-class KestrelParser:
+class KestrelParser(InputBuffer):
     """Bytes in (`feed`), commands out (`next_command`), one at a time, in order."""
 
     def __init__(self, max_item_size: int) -> None:
+        super().__init__()
         self.max_item_size = max_item_size
-        self.buf = bytearray()
         self.header: SetHeader | None = None  # a set line whose data has not all arrived
-        self.skip = 0  # bytes of a refused item still to be thrown away as they arrive
-        self.dead = False  # a line too long was seen: nothing more is parsed
-
-    @property
-    def buffered(self) -> int:
-        return len(self.buf)
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self.dead:
-            return
-        if self.skip:
-            taken = min(self.skip, len(data))
-            self.skip -= taken
-            data = data[taken:]
-        self.buf += data
 
     def next_command(self) -> Command | None:
         if self.dead or self.skip:

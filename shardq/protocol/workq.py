@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shardq.protocol.inbuf import InputBuffer
+
 #: The longest command line (Workq's own command limit is 10,000 bytes).
 MAX_LINE = 10_000
 #: The largest payload or result (1 MiB), as Workq.
@@ -99,25 +101,7 @@ def block_size(word: bytes) -> int | None:
         return None
 
 
-class WorkqParser:
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.dead = False  # a line too long was seen: nothing more is parsed
-        self.skip = 0  # bytes of a refused block still to drop as they arrive
-
-    @property
-    def buffered(self) -> int:
-        return len(self.buf)
-
-    def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self.dead:
-            return
-        if self.skip:
-            dropped = min(self.skip, len(data))
-            self.skip -= dropped
-            data = data[dropped:]
-        self.buf += data
-
+class WorkqParser(InputBuffer):
     def next_command(self) -> Command | None:
         if self.dead or self.skip:
             return None

@@ -24,6 +24,7 @@ from shardq.bench.procs import (
     pids_mentioning,
     read_lines,
     terminate,
+    workq_port,
 )
 
 READ_DEADLINE = 5.0
@@ -66,16 +67,24 @@ class KestrelServer:
         return terminate(self.proc, TEARDOWN_TIMEOUT, group=True)
 
 
-def start(tmp_path: Path, shards: int, extra: tuple[str, ...] = ()) -> KestrelServer:
-    proc, run_dir, stderr_path = launch(tmp_path, shards, ("--kestrel-port", "0", *extra))
+def start_front(
+    tmp_path: Path, shards: int, extra: tuple[str, ...], front: str
+) -> tuple[subprocess.Popen[bytes], int, int, Path, Path]:
+    """``shardq serve`` with the `front` front-end (kestrel, workq) on a free port: (proc,
+    beanstalk port, front-end port, run dir, stderr), read from the listening lines."""
+    proc, run_dir, stderr_path = launch(tmp_path, shards, (f"--{front}-port", "0", *extra))
     data = read_lines(proc, 2, START_TIMEOUT)
     port = listening_port(data.partition(b"\n")[0] + b"\n")
-    kport = kestrel_port(data)
-    if port is None or kport is None:
+    fport = {"kestrel": kestrel_port, "workq": workq_port}[front](data)
+    if port is None or fport is None:
         kill_group(proc)
         pytest.fail(f"no listening lines: {data!r}\n{stderr_path.read_text()[-3000:]}")
     threading.Thread(target=drain_stream, args=(proc.stdout,), daemon=True).start()
-    return KestrelServer(proc, port, kport, run_dir, stderr_path)
+    return proc, port, fport, run_dir, stderr_path
+
+
+def start(tmp_path: Path, shards: int, extra: tuple[str, ...] = ()) -> KestrelServer:
+    return KestrelServer(*start_front(tmp_path, shards, extra, "kestrel"))
 
 
 @pytest.fixture(name="kestrel_server")

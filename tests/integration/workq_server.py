@@ -3,24 +3,19 @@ the listening lines), and a raw Workq client that reads whole replies."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kestrel_server import START_TIMEOUT, TEARDOWN_TIMEOUT, Raw, launch
+from kestrel_server import TEARDOWN_TIMEOUT, Raw, start_front
 
 from shardq.bench.procs import (
-    drain_stream,
     kill_group,
     kill_pids,
-    listening_port,
     pids_mentioning,
-    read_lines,
     terminate,
-    workq_port,
 )
 
 
@@ -37,15 +32,7 @@ class WorkqServer:
 
 
 def start(tmp_path: Path, shards: int, extra: tuple[str, ...] = ()) -> WorkqServer:
-    proc, run_dir, stderr_path = launch(tmp_path, shards, ("--workq-port", "0", *extra))
-    data = read_lines(proc, 2, START_TIMEOUT)
-    port = listening_port(data.partition(b"\n")[0] + b"\n")
-    wport = workq_port(data)
-    if port is None or wport is None:
-        kill_group(proc)
-        pytest.fail(f"no listening lines: {data!r}\n{stderr_path.read_text()[-3000:]}")
-    threading.Thread(target=drain_stream, args=(proc.stdout,), daemon=True).start()
-    return WorkqServer(proc, port, wport, run_dir, stderr_path)
+    return WorkqServer(*start_front(tmp_path, shards, extra, "workq"))
 
 
 @pytest.fixture(name="workq_server")

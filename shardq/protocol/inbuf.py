@@ -1,0 +1,25 @@
+"""What the front-end protocols' parsers (Kestrel, Workq) share, sans-IO: the bytes a
+client sent that are not parsed yet, the rest of a refused block still to be dropped as
+it arrives (never buffered), and the end of parsing once the stream cannot be followed."""
+
+from __future__ import annotations
+
+
+class InputBuffer:
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.skip = 0  # bytes of a refused block still to drop as they arrive
+        self.dead = False  # a line too long was seen: nothing more is parsed
+
+    @property
+    def buffered(self) -> int:
+        return len(self.buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self.dead:
+            return
+        if self.skip:
+            dropped = min(self.skip, len(data))
+            self.skip -= dropped
+            data = data[dropped:]
+        self.buf += data
