@@ -12,8 +12,8 @@ each; every reply is checked. The loads:
 
 Bounded by time (`duration`) and count (`jobs`); a get load stops with an error if its
 queue runs dry (raise --prefill). The queue is the run's own (``bench-XXXXXX``) and what
-the run leaves is removed at the end (Kestrel ``flush``; Workq ``delete`` of each job it
-added that no one took).
+the run leaves is removed at the end (Kestrel: ``get`` until the queue is empty; Workq:
+``delete`` of every id the run added, done jobs' results too; beanstalk: the bench's drain).
 """
 
 from __future__ import annotations
@@ -259,19 +259,14 @@ def run_protocol(spec: Spec, protocol: str) -> dict[str, object]:
 
 
 def clean_up(spec: Spec, protocol: str, added: list[str]) -> int:
-    """Remove what the run left in its queue: how many Workq jobs were deleted (Kestrel's
-    flush does not say)."""
+    """Remove what the run left in its queue: how many items, ids or jobs went."""
     with socket.create_connection((spec.host, spec.port), timeout=30) as sock:
         if protocol == "beanstalk-door":
             from shardq.bench.cleanup import drain
 
             return drain(spec.host, spec.port, [spec.prefix])[0]
         if protocol == "kestrel":
-            sock.sendall(b"flush %s\r\n" % spec.prefix.encode())
-            answer = b""
-            while not answer.endswith(b"\r\n"):
-                answer += sock.recv(100)
-            return 0
+            return drain_kestrel(sock, spec.prefix)
         removed = 0
         for first in range(0, len(added), FILL_BATCH):
             ids = added[first : first + FILL_BATCH]
@@ -283,11 +278,36 @@ def clean_up(spec: Spec, protocol: str, added: list[str]) -> int:
         return removed
 
 
+def drain_kestrel(sock: socket.socket, queue: str) -> int:
+    """Get every item of `queue`, FILL_BATCH gets in flight (Kestrel's flush takes two
+    round trips an item): how many there were."""
+    removed = 0
+    get = b"get %s\r\n" % queue.encode()
+    while True:
+        sock.sendall(get * FILL_BATCH)
+        buf, got, empty = bytearray(), 0, 0
+        while got + empty < FILL_BATCH:
+            buf += sock.recv(1 << 16)
+            while True:
+                if buf.startswith(b"END\r\n"):
+                    del buf[:5]
+                    empty += 1
+                    continue
+                read = read_value(buf) if buf.startswith(b"VALUE") else None
+                if read is None:
+                    break
+                del buf[: read[0]]
+                got += 1
+        removed += got
+        if empty:
+            return removed
+
+
 def format_protocol_result(result: dict[str, object]) -> str:
     return (
         f"{result['protocol']} {result['workload']}: {result['ops_per_s']:,} ops/s "
         f"({result['ops']:,} in {result['seconds']} s, client CPU {result['client_cpu_s']} s; "
         f"{result['connections']} connections, "
         f"{result['pipeline']} in flight each, {result['size']}-byte bodies; "
-        f"queue {result['queue']}; {result['removed']} jobs removed at the end)"
+        f"queue {result['queue']}; {result['removed']} left removed at the end)"
     )
