@@ -196,6 +196,7 @@ def parser() -> argparse.ArgumentParser:
     workq.add_argument("--max-output-bytes", type=int, default=4 << 20)
     workq.add_argument("--journal-dir", help="keep the Workq journal here (the -b directory)")
     workq.add_argument("--sync-journal", action="store_true", help="fsync before answering")
+    workq.add_argument("--max-memory", type=int, default=0, help="the registry's bound")
     return top
 
 
@@ -307,7 +308,12 @@ def run_workq(args: argparse.Namespace) -> None:
     from shardq.processes.workq import main as workq_main
 
     workq_main(
-        args.listen_fd, args.backend, args.max_output_bytes, args.journal_dir, args.sync_journal
+        args.listen_fd,
+        args.backend,
+        args.max_output_bytes,
+        args.journal_dir,
+        args.sync_journal,
+        args.max_memory,
     )
 
 

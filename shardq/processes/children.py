@@ -183,6 +183,7 @@ def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         max_output_bytes=cfg.max_output_bytes,
         journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+        max_memory=cfg.max_memory,
         **common_options(cfg, run_dir),
     )
 

@@ -9,6 +9,7 @@ NOT_FOUND = b"-NOT-FOUND\r\n"
 TIMEOUT = b"-TIMEOUT\r\n"
 DUPLICATE_JOB = b"-CLIENT-ERROR Duplicate job\r\n"
 DUPLICATE_RESULT = b"-CLIENT-ERROR Duplicate result\r\n"
+FULL = b"-SERVER-ERROR queue is full\r\n"
 INVALID_PAYLOAD_SIZE = b"-CLIENT-ERROR Invalid payload size\r\n"
 UNAVAILABLE = b"-SERVER-ERROR queue server unavailable\r\n"
 

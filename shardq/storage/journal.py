@@ -6,8 +6,9 @@ One file per front-end in DIR: frames of ``u32 length | u32 crc32 | msgpack list
 list being a record's kind number and its fields (dataclasses, named in the front-end's
 record module). Replaying the records in order gives the front-end's state; a torn or
 corrupt tail (a crash mid-write) ends the replay there and is cut off. On open the
-front-end rewrites the file with only what is live, so it never grows past that plus
-what one run adds.
+front-end rewrites the file with only what is live, and again while it runs once what it
+appended passes both `COMPACT_MIN_BYTES` and twice the last rewrite (`wants_rewrite`), so
+the file stays within a small multiple of what is live.
 
 `sync`: fsync after each write (the server's ``-f 0``); otherwise each record is written
 before its command is answered (it survives the process, not the machine).
@@ -25,6 +26,7 @@ from typing import Any
 import msgpack
 
 HEADER = struct.Struct("<II")
+COMPACT_MIN_BYTES = 16 << 20  #: appended bytes below which a journal is never rewritten
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class Journal:
         self.kinds = kinds
         self.sync = sync
         self.fd = -1
+        self.live_bytes = 0  # the size of the last rewrite
+        self.appended = 0  # bytes appended since
 
     def load(self) -> list[Any]:
         """The records on disk (an empty list for a new journal)."""
@@ -82,12 +86,20 @@ class Journal:
         """Replace the file with `records` (atomically: a new file renamed over it), and
         append to it from now on."""
         tmp = self.path + ".new"
+        data = b"".join(self.kinds.encode(r) for r in records)
         with open(tmp, "wb") as f:
-            f.write(b"".join(self.kinds.encode(r) for r in records))
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        if self.fd >= 0:
+            os.close(self.fd)
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self.live_bytes, self.appended = len(data), 0
+
+    def wants_rewrite(self) -> bool:
+        """Enough was appended since the last rewrite that rewriting what is live pays."""
+        return self.appended > max(COMPACT_MIN_BYTES, 2 * self.live_bytes)
 
     def append(self, record: Any) -> None:
         self.append_many([record])
@@ -96,6 +108,7 @@ class Journal:
         if self.fd < 0 or not records:
             return
         data = memoryview(b"".join(self.kinds.encode(r) for r in records))
+        self.appended += len(data)
         while data:
             data = data[os.write(self.fd, data) :]
         if self.sync:

@@ -231,3 +231,25 @@ def test_everything_is_kept_across_a_restart_with_b(workq_server, tmp_path, shar
     # the lease taken before the restart ends by its TTR and the job is leased again
     assert c.cmd(b"lease keep2 5000\r\n") == f"+OK 1\r\n{leased} keep2 1500 1\r\nl\r\n".encode()
     assert state_of(c, leased)["attempts"] == "2"
+
+
+def test_the_registry_is_bounded_by_max_memory(workq_server) -> None:
+    """Results are kept until their ttl outside any beanstalk job: with limits.max_memory
+    the Workq front-end refuses adds once what it holds would pass it."""
+    server = workq_server(1, ("--max-memory", "1M"))
+    c = Workq(server.workq)
+    result = b"r" * 60_000
+    answers = []
+    for _ in range(40):
+        ident = new_id()
+        answers.append(add(c, ident, "big", b"p" * 60_000))
+        if answers[-1] != b"+OK\r\n":
+            break
+        assert c.cmd(b"lease big 1000\r\n").startswith(f"+OK 1\r\n{ident}".encode())
+        assert (
+            c.cmd(f"complete {ident} {len(result)}\r\n".encode() + result + b"\r\n") == b"+OK\r\n"
+        )
+    assert answers[-1] == b"-SERVER-ERROR queue is full\r\n"
+    assert 4 <= len(answers) - 1 <= 9  # about 1 MiB of payloads and results was taken
+    with greenstalk.Client(("127.0.0.1", server.port)) as bs:
+        assert bs.stats()["current-jobs-ready"] == 0  # not the server's own limit

@@ -11,6 +11,7 @@ from shardq.processes.workq.registry import (
     COMPLETED,
     FAILED,
     HARD_MAX_ATTEMPTS,
+    JOB_OVERHEAD_BYTES,
     LEASED,
     NEW,
     PENDING,
@@ -145,3 +146,40 @@ def test_a_torn_tail_is_cut_off() -> None:
     corrupt = bytearray(data)
     corrupt[-1] ^= 0xFF
     assert [r.id for r in KINDS.decode(bytes(corrupt))[0]] == ["a"]
+
+
+def test_a_journal_is_rewritten_once_its_garbage_outgrows_what_is_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shardq.storage import journal
+
+    monkeypatch.setattr(journal, "COMPACT_MIN_BYTES", 1000)
+    book = open_journal(str(tmp_path), sync=False)
+    reg = Registry()
+    j = queued(reg, fixed("a"))
+    book.rewrite(reg.snapshot())
+    size = (tmp_path / "workq.journal").stat().st_size
+    while not book.wants_rewrite():
+        book.append(j.changed())  # the same job changing: garbage grows, the live set not
+    book.rewrite(reg.snapshot())
+    assert (tmp_path / "workq.journal").stat().st_size == size
+    again = Registry()
+    again.replay(open_journal(str(tmp_path), sync=False).load())
+    assert list(again.jobs) == ["a"] and again.by_job == {1: "a"}
+
+
+def test_the_registry_counts_the_bytes_it_holds() -> None:
+    reg = Registry()
+    j = queued(reg, fixed("a"))
+    k = queued(reg, fixed("b"), job=2)
+    base = 2 * (1 + JOB_OVERHEAD_BYTES)
+    assert reg.bytes == base
+    reg.lease(j, T0)
+    reg.finish(j, True, b"r" * 100)
+    assert reg.bytes == base + 100
+    reg.give_up(k)  # its requeue was refused: failed, empty result
+    assert (k.state, k.result) == (FAILED, b"")
+    reg.drop(j)
+    reg.drop(k)
+    reg.drop(k)  # twice: counted once
+    assert reg.bytes == 0

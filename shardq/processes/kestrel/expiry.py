@@ -38,14 +38,19 @@ class ExpiryBook:
                 heapq.heappush(self.heap, (rec.at, rec.job))
             else:
                 self.at.pop(rec.job, None)
-        self.book.rewrite([Expires(job, at, queue) for job, (at, queue) in self.at.items()])
+        self.book.rewrite(self.live())
         log.info("kestrel: %d expiry times from the journal", len(self.at))
+
+    def live(self) -> list[Expires]:
+        return [Expires(job, at, queue) for job, (at, queue) in self.at.items()]
 
     def write(self, record: Expires | Gone) -> None:
         if self.book is None:
             return
         try:
             self.book.append(record)
+            if self.book.wants_rewrite():
+                self.book.rewrite(self.live())
         except OSError as e:
             log.error("kestrel journal: %s", e)
 

@@ -118,6 +118,9 @@ def do_adds(front: Frontend, s: Session, cmds: list[a.Add]) -> Task:
         if front.registry.get(cmd.id) is not None:  # a batch's own repeats too
             parts.append((None, 0))
             continue
+        if front.max_memory and front.registry.bytes + len(cmd.payload) > front.max_memory:
+            parts.append((None, -1))  # the registry is full (limits.max_memory)
+            continue
         fixed = Added(
             cmd.id,
             cmd.name,
@@ -144,7 +147,7 @@ def do_adds(front: Frontend, s: Session, cmds: list[a.Add]) -> Task:
     at = 0
     for j, n in parts:
         if j is None:
-            answers.append(r.DUPLICATE_JOB)
+            answers.append(r.DUPLICATE_JOB if n == 0 else r.FULL)
             continue
         at += n
         reply = replies[at - 1]
@@ -169,7 +172,7 @@ def do_adds(front: Frontend, s: Session, cmds: list[a.Add]) -> Task:
 def put_refused(reply: Reply) -> bytes:
     """What an add answers when its put is refused."""
     if reply.name == b"OUT_OF_MEMORY":
-        return r.server_error("queue is full")
+        return r.FULL
     if reply.name == b"JOB_TOO_BIG":  # past the server's max_job_size (-z)
         return r.INVALID_PAYLOAD_SIZE
     if reply.name == b"DRAINING":

@@ -19,7 +19,7 @@ from shardq.processes.frontend.beanstalk import now_ms
 from shardq.processes.frontend.loop import FrontendLoop
 from shardq.processes.frontend.session import Session, Task
 from shardq.processes.workq import commands
-from shardq.processes.workq.registry import FAILED, Registry, WorkqJob
+from shardq.processes.workq.registry import Registry, WorkqJob
 from shardq.protocol import workq as w
 from shardq.protocol import workq_args, workq_replies
 from shardq.storage.journal import Journal
@@ -50,9 +50,11 @@ class Frontend(FrontendLoop):
         max_output_bytes: int,
         journal_dir: str | None,
         sync: bool,
+        max_memory: int = 0,
     ) -> None:
         super().__init__(listen_fd, backend_path, w.MAX_LINE + w.MAX_BLOCK + 2, max_output_bytes)
         self.started = time.time()
+        self.max_memory = max_memory  # the registry's bound (limits.max_memory; 0: none)
         self.registry = Registry()
         self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
         self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
@@ -107,7 +109,7 @@ class Frontend(FrontendLoop):
         self.notify(j.id)
 
     def fail_for_good(self, j: WorkqJob) -> None:
-        j.state, j.result, j.success = FAILED, b"", False
+        self.registry.give_up(j)
         self.notify(j.id)
 
     def notify(self, ident: str) -> None:
@@ -132,6 +134,11 @@ class Frontend(FrontendLoop):
     # ------------------------------------------------------------------ the janitor
 
     def housekeeping(self) -> None:
+        if self.book is not None and self.book.wants_rewrite():
+            try:
+                self.book.rewrite(self.registry.snapshot())
+            except OSError as e:
+                log.error("workq journal: cannot rewrite: %s", e)
         due = self.registry.next_due()
         if due is None or due > now_ms():
             return
@@ -148,8 +155,14 @@ class Frontend(FrontendLoop):
 
 
 def main(
-    listen_fd: int, backend_path: str, max_output_bytes: int, journal_dir: str | None, sync: bool
+    listen_fd: int,
+    backend_path: str,
+    max_output_bytes: int,
+    journal_dir: str | None,
+    sync: bool,
+    max_memory: int,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync).serve_forever()
+    front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+    front.serve_forever()

@@ -18,6 +18,8 @@ from shardq.storage.workq_journal import Added, Changed, Dropped, Record
 
 #: Leases a job may have at most, whatever its max-attempts (Workq's hard limit).
 HARD_MAX_ATTEMPTS = 255
+#: What a job costs in memory beyond its payload and result (its record, its indexes).
+JOB_OVERHEAD_BYTES = 600
 
 
 class State(IntEnum):
@@ -88,6 +90,10 @@ class WorkqJob:
         return self.attempts < min(most, HARD_MAX_ATTEMPTS)
 
 
+def cost(fixed: Added) -> int:
+    return len(fixed.payload) + JOB_OVERHEAD_BYTES
+
+
 def by_time(j: WorkqJob) -> tuple[int, int]:
     return j.fixed.at, j.fixed.created
 
@@ -108,6 +114,7 @@ class Registry:
         self.by_job: dict[int, str] = {}  # beanstalk id -> UUID, while queued
         self.timers: list[tuple[int, int, str]] = []  # (when, kind, UUID); stale ones skipped
         self.evicted = 0  # jobs that expired before they were done
+        self.bytes = 0  # payloads and results held, with JOB_OVERHEAD_BYTES a job
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -117,6 +124,7 @@ class Registry:
 
     def add(self, fixed: Added) -> WorkqJob:
         j = WorkqJob(fixed, expires=expiry(fixed))
+        self.bytes += cost(fixed)
         self.jobs[fixed.id] = j
         if j.expires:
             heapq.heappush(self.timers, (j.expires, 1, fixed.id))
@@ -137,7 +145,8 @@ class Registry:
 
     def drop(self, j: WorkqJob) -> None:
         self.unqueue(j)
-        self.jobs.pop(j.id, None)
+        if self.jobs.pop(j.id, None) is not None:
+            self.bytes -= cost(j.fixed) + len(j.result or b"")
 
     def expire_now(self, j: WorkqJob, now: int) -> None:
         """The job goes at the janitor's next turn (a run whose client left)."""
@@ -150,7 +159,7 @@ class Registry:
         self.unqueue(j)
         if not j.may_lease():
             j.move("exhausted", FAILED)
-            j.result, j.success = b"", False
+            self.ended(j, b"", False)
             return False
         j.move("lease", LEASED)
         j.attempts += 1
@@ -170,8 +179,20 @@ class Registry:
             j.move("fail", PENDING if retry else FAILED)
             if retry:
                 return True
-        j.result, j.success = result, success
+        self.ended(j, result, success)
         return False
+
+    def give_up(self, j: WorkqJob) -> None:
+        """The job cannot wait in its tube any more (the server refused to queue it again):
+        it fails, with an empty result."""
+        self.unqueue(j)
+        j.move("exhausted", FAILED)
+        self.ended(j, b"", False)
+
+    def ended(self, j: WorkqJob, result: bytes, success: bool) -> None:
+        """The job is done (COMPLETED or FAILED): its result is kept until its expiry."""
+        self.bytes += len(result) - len(j.result or b"")
+        j.result, j.success = result, success
 
     def lease_ended(self, j: WorkqJob) -> bool:
         """Its TTR passed: True: queue it again; False: it had its last attempt, failed."""
@@ -180,7 +201,7 @@ class Registry:
             j.move("timeout", PENDING)
             return True
         j.move("timeout", FAILED)
-        j.result, j.success = b"", False
+        self.ended(j, b"", False)
         return False
 
     def due(self, now: int) -> tuple[list[WorkqJob], list[WorkqJob]]:
@@ -232,7 +253,9 @@ class Registry:
                     self.drop(j)
             elif (j := self.jobs.get(rec.id)) is not None:
                 j.state, j.attempts, j.fails = State(rec.state), rec.attempts, rec.fails
-                j.deadline, j.result, j.success = rec.deadline, rec.result, rec.success
+                j.deadline = rec.deadline
+                self.ended(j, rec.result or b"", rec.success)
+                j.result = rec.result
                 self.queued(j, rec.job)
                 if j.state is LEASED:
                     heapq.heappush(self.timers, (j.deadline, 0, j.id))
