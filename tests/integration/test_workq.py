@@ -15,6 +15,8 @@ import pytest
 from helpers import poll_for, tube_on_shard, wal_args
 from workq_server import Workq, add, new_id, workq_server_fixture  # noqa: F401  (the fixture)
 
+from shardq.bench.procs import kill_group
+
 SHARDS = [1, 4]
 
 
@@ -253,3 +255,35 @@ def test_the_registry_is_bounded_by_max_memory(workq_server) -> None:
     assert 4 <= len(answers) - 1 <= 9  # about 1 MiB of payloads and results was taken
     with greenstalk.Client(("127.0.0.1", server.port)) as bs:
         assert bs.stats()["current-jobs-ready"] == 0  # not the server's own limit
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_a_crash_loses_no_acknowledged_job(workq_server, tmp_path, shards: int) -> None:
+    """SIGKILL of the whole server (-b, -f 0) right after its answers: every job it said +OK
+    to is there after the restart — queued, leased (back at its TTR) or done with its
+    result."""
+    flags = wal_args(tmp_path / f"crash{shards}")
+    server = workq_server(shards, flags)
+    c = Workq(server.workq)
+    ids = [new_id() for _ in range(12)]
+    for i, ident in enumerate(ids):
+        assert add(c, ident, f"crash{i % 3}", b"%d" % i, ttr=400) == b"+OK\r\n"
+    leased = []
+    for _ in range(4):
+        reply = c.cmd(b"lease crash0 crash1 crash2 1000\r\n")
+        leased.append(reply.split(b"\r\n")[1].split(b" ")[0].decode())
+    for ident in leased[:2]:
+        assert c.cmd(f"complete {ident} 2\r\nok\r\n".encode()) == b"+OK\r\n"
+    kill_group(server.proc)
+    server = workq_server(shards, flags)
+    c = Workq(server.workq)
+    for ident in leased[:2]:
+        assert c.cmd(f"result {ident} 0\r\n".encode()) == f"+OK 1\r\n{ident} 1 2\r\nok\r\n".encode()
+    seen = set()
+    while len(seen) < 10:
+        reply = c.cmd(b"lease crash0 crash1 crash2 3000\r\n")
+        assert reply.startswith(b"+OK 1\r\n"), (reply, seen)
+        ident = reply.split(b"\r\n")[1].split(b" ")[0].decode()
+        seen.add(ident)
+        assert c.cmd(f"complete {ident} 0\r\n\r\n".encode()) == b"+OK\r\n"
+    assert seen == set(ids) - set(leased[:2])

@@ -240,19 +240,21 @@ def do_lease(front: Frontend, s: Session, cmd: a.Lease) -> Task:
             yield Send((line("delete", job),))
             continue
         if ident is None:  # put through beanstalk: it becomes a Workq job here
-            replies = yield Send((line("stats-job", job), line("delete", job)))
+            replies = yield Send((line("stats-job", job),))
             j = adopt(front, job, body, yaml_map(replies[0].body))
-        else:
-            yield Send((line("delete", job),))
-            found = front.registry.get(ident)
-            if found is None:
-                continue
+        elif (found := front.registry.get(ident)) is not None:
             j = found
-        if not front.registry.lease(j, now_ms()):  # no attempts left: it failed
-            front.changed(j)
+        else:  # deleted meanwhile
+            yield Send((line("delete", job),))
+            continue
+        # the lease is journaled before its job leaves the tube: a crash in between gives
+        # the job back to the tube as well (leased twice at worst, never lost)
+        leased = front.registry.lease(j, now_ms())
+        front.changed(j)
+        yield Send((line("delete", job),))
+        if not leased:  # no attempts left: it failed
             front.notify(j.id)
             continue
-        front.changed(j)
         return r.leased(j.id, j.fixed.name, j.fixed.ttr, j.fixed.payload)
 
 
