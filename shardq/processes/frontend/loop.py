@@ -26,8 +26,6 @@ import selectors
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 from shardq.processes import lifeline, wakeup
 from shardq.processes.frontend.session import (
@@ -43,7 +41,6 @@ from shardq.processes.frontend.session import (
 from shardq.protocol.reader import Reply, ReplyError
 
 RECV_BYTES = 256 * 1024
-MAX_BATCH = 64  #: pipelined puts (Kestrel sets, Workq adds) sent to the server in one round trip
 CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
 
 log = logging.getLogger(__name__)
@@ -140,21 +137,6 @@ class FrontendLoop:
             self.sessions[s.id] = s
             self.counters["total_connections"] += 1
             self.interest(s)
-
-    def gather(
-        self, s: Session, first: Any, same: Callable[[Any], bool], read: Callable[[Session], Any]
-    ) -> list[Any]:
-        """`first` and the commands that follow it while `same` holds for them, up to
-        MAX_BATCH (pipelined puts go to the server in one round trip); the first one that
-        does not belong is held in `s.held`, to run next."""
-        batch = [first]
-        while len(batch) < MAX_BATCH:
-            s.held = read(s)
-            if s.held is None or not same(s.held):
-                break
-            batch.append(s.held)
-            s.held = None
-        return batch
 
     def internal_session(self) -> Session | None:
         """A session of the front-end's own, for work no client asked for (None: the server

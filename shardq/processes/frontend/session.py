@@ -14,7 +14,7 @@ it on socket and timer events.
 from __future__ import annotations
 
 import socket
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
@@ -36,6 +36,9 @@ class Sleep:
 
     seconds: float
 
+
+#: pipelined puts (Kestrel sets, Workq adds) sent to the server in one round trip
+MAX_BATCH = 64
 
 Step = Send | Sleep
 #: A running command: yields steps, is resumed with replies (none after a Sleep), returns
@@ -116,3 +119,19 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {self.phase.name}>"
+
+
+def gather(
+    s: Session, first: Any, same: Callable[[Any], bool], read: Callable[[Session], Any]
+) -> list[Any]:
+    """`first` and the commands that follow it while `same` holds for them, up to MAX_BATCH
+    (pipelined puts go to the server in one round trip); the first one that does not
+    belong is held in `s.held`, to run next."""
+    batch = [first]
+    while len(batch) < MAX_BATCH:
+        s.held = read(s)
+        if s.held is None or not same(s.held):
+            break
+        batch.append(s.held)
+        s.held = None
+    return batch

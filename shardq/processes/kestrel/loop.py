@@ -14,7 +14,7 @@ from collections import Counter
 
 from shardq.processes import wakeup
 from shardq.processes.frontend.loop import FrontendLoop
-from shardq.processes.frontend.session import Session, Task
+from shardq.processes.frontend.session import Session, Task, gather
 from shardq.processes.kestrel import commands
 from shardq.processes.kestrel.expiry import ExpiryBook
 from shardq.processes.kestrel.fanout import Fanout
@@ -71,7 +71,7 @@ class Frontend(FrontendLoop):
         if cmd is None:
             return None
         if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
-            return commands.do_sets(self, s, self.gather(s, cmd, is_set, next_parsed))
+            return commands.do_sets(self, s, gather(s, cmd, is_set, next_parsed))
         if isinstance(cmd, k.Simple):
             return commands.SIMPLE[cmd.name](self, s, cmd)
         return commands.HANDLERS[type(cmd)](self, s, cmd)

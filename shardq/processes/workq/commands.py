@@ -24,7 +24,6 @@ from shardq.processes.frontend.beanstalk import (
     reserve_within,
     use_lines,
     watch_lines,
-    yaml_list,
     yaml_map,
 )
 from shardq.processes.frontend.session import Send, Session, Sleep, Task
@@ -34,6 +33,8 @@ from shardq.protocol import workq_replies as r
 from shardq.protocol.reader import Reply
 from shardq.protocol.workq import Invalid
 from shardq.storage.workq_journal import Added
+
+from .inspect import do_inspect
 
 if TYPE_CHECKING:
     from .loop import Frontend
@@ -302,69 +303,6 @@ def do_delete(front: Frontend, s: Session, cmd: a.Delete) -> Task:
     yield from retire(front, s, j)
     front.forget(j)
     return r.OK
-
-
-def do_inspect(front: Frontend, s: Session, cmd: a.Inspect) -> Task:
-    if cmd.what == "server":
-        pairs: list[tuple[str, object]] = [
-            ("active-clients", front.clients()),
-            ("evicted-jobs", front.registry.evicted),
-            ("started", time.strftime(a.TIME_FORMAT, time.gmtime(front.started))),
-        ]
-        return r.inspected([r.block("server", pairs)])
-    if cmd.what == "job":
-        j = front.registry.get(cmd.name)
-        return r.NOT_FOUND if j is None else r.inspected([job_block(j)])
-    if cmd.what == "queues":
-        replies = yield Send((line("list-tubes"),))
-        names = sorted(yaml_list(replies[0].body))[cmd.offset : cmd.offset + cmd.limit]
-        found = yield from queue_blocks(s, names)
-        return r.inspected(found)
-    found = yield from queue_blocks(s, [cmd.name])
-    if not found:
-        return r.NOT_FOUND
-    if cmd.what == "queue":
-        return r.inspected(found)
-    jobs = front.registry.listed(cmd.name, cmd.what == "scheduled-jobs", now_ms())
-    return r.inspected(job_block(j) for j in jobs[cmd.offset : cmd.offset + cmd.limit])
-
-
-def queue_blocks(s: Session, names: list[str]) -> Result:
-    """``<name> 2`` / ready-len / scheduled-len for each tube that exists."""
-    if not names:
-        return []
-    replies = yield Send(tuple(line("stats-tube", name) for name in names))
-    out = []
-    for name, reply in zip(names, replies, strict=True):
-        if reply.name == b"OK":
-            t = yaml_map(reply.body)
-            pairs: list[tuple[str, object]] = [
-                ("ready-len", t.get("current-jobs-ready", 0)),
-                ("scheduled-len", t.get("current-jobs-delayed", 0)),
-            ]
-            out.append(r.block(name, pairs))
-    return out
-
-
-def job_block(j: WorkqJob) -> bytes:
-    f = j.fixed
-    pairs: list[tuple[str, object]] = [
-        ("name", f.name),
-        ("ttr", f.ttr),
-        ("ttl", f.ttl),
-        ("payload-size", len(f.payload)),
-        ("payload", f.payload),
-        ("max-attempts", f.max_attempts),
-        ("attempts", j.attempts),
-        ("max-fails", f.max_fails),
-        ("fails", j.fails),
-        ("priority", f.priority),
-        ("state", int(j.state)),
-        ("created", time.strftime(a.TIME_FORMAT, time.gmtime(f.created / 1000))),
-    ]
-    if f.at:
-        pairs.append(("time", time.strftime(a.TIME_FORMAT, time.gmtime(f.at / 1000))))
-    return r.block(j.id, pairs)
 
 
 def do_invalid(front: Frontend, s: Session, cmd: Invalid) -> Task:

@@ -17,7 +17,7 @@ import time
 from shardq.processes import wakeup
 from shardq.processes.frontend.beanstalk import now_ms
 from shardq.processes.frontend.loop import FrontendLoop
-from shardq.processes.frontend.session import Session, Task
+from shardq.processes.frontend.session import Session, Task, gather
 from shardq.processes.workq import commands
 from shardq.processes.workq.registry import Registry, WorkqJob
 from shardq.protocol import workq as w
@@ -80,7 +80,7 @@ class Frontend(FrontendLoop):
         if cmd is None:
             return None
         if is_plain_add(cmd):  # the adds that follow go with it, in one round trip
-            return commands.do_adds(self, s, self.gather(s, cmd, is_plain_add, read_command))
+            return commands.do_adds(self, s, gather(s, cmd, is_plain_add, read_command))
         return commands.HANDLERS[type(cmd)](self, s, cmd)
 
     # ------------------------------------------------------------------ the registry's ends
