@@ -6,12 +6,13 @@ One file per front-end in DIR: frames of ``u32 length | u32 crc32 | msgpack list
 list being a record's kind number and its fields (dataclasses, named in the front-end's
 record module). Replaying the records in order gives the front-end's state; a torn or
 corrupt tail (a crash mid-write) ends the replay there and is cut off. On open the
-front-end rewrites the file with only what is live, and again while it runs once what it
-appended passes both `COMPACT_MIN_BYTES` and twice the last rewrite (`wants_rewrite`), so
-the file stays within a small multiple of what is live.
+front-end rewrites the file with only what is live, and again while it runs once the file
+passes both `COMPACT_MIN_BYTES` and twice what the front-end says is live
+(`wants_rewrite`), so the file stays within a small multiple of what is live.
 
-`sync`: fsync after each write (the server's ``-f 0``); otherwise each record is written
-before its command is answered (it survives the process, not the machine).
+Each record is written before its command is answered (it survives the process). With
+`sync` (the server's ``-f 0``) it is also fsynced before the answer leaves: the front-end
+holds the answers of a loop turn and calls `sync_now` once for all of them (group commit).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class Journal:
         self.fd = -1
         self.live_bytes = 0  # the size of the last rewrite
         self.appended = 0  # bytes appended since
+        self.dirty = False  # written, not yet fsynced (with `sync`)
 
     def load(self) -> list[Any]:
         """The records on disk (an empty list for a new journal)."""
@@ -97,9 +99,17 @@ class Journal:
         self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         self.live_bytes, self.appended = len(data), 0
 
-    def wants_rewrite(self) -> bool:
-        """Enough was appended since the last rewrite that rewriting what is live pays."""
-        return self.appended > max(COMPACT_MIN_BYTES, 2 * self.live_bytes)
+    def wants_rewrite(self, live_estimate: int) -> bool:
+        """The file is big enough, and mostly garbage: `live_estimate` is about what a
+        rewrite would write."""
+        size = self.live_bytes + self.appended
+        return size > COMPACT_MIN_BYTES and size > 2 * live_estimate
+
+    def sync_now(self) -> None:
+        """fsync what was written since the last one (a no-op when nothing was)."""
+        if self.dirty and self.fd >= 0:
+            self.dirty = False
+            os.fsync(self.fd)
 
     def append(self, record: Any) -> None:
         self.append_many([record])
@@ -111,5 +121,4 @@ class Journal:
         self.appended += len(data)
         while data:
             data = data[os.write(self.fd, data) :]
-        if self.sync:
-            os.fsync(self.fd)
+        self.dirty = self.sync

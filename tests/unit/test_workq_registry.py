@@ -159,7 +159,7 @@ def test_a_journal_is_rewritten_once_its_garbage_outgrows_what_is_live(
     j = queued(reg, fixed("a"))
     book.rewrite(reg.snapshot())
     size = (tmp_path / "workq.journal").stat().st_size
-    while not book.wants_rewrite():
+    while not book.wants_rewrite(size):
         book.append(j.changed())  # the same job changing: garbage grows, the live set not
     book.rewrite(reg.snapshot())
     assert (tmp_path / "workq.journal").stat().st_size == size

@@ -77,6 +77,8 @@ class FrontendLoop:
         self.sleepers: list[tuple[float, int, Session]] = []
         self.counters: Counter[str] = Counter()
         self.internal = 0  # sessions of the front-end's own (no client)
+        #: sessions whose answers wait for this turn's journal fsync (group commit)
+        self.held: set[Session] = set()
         self.rbuf = bytearray(RECV_BYTES)
 
     # ------------------------------------------------------------------ what a front-end says
@@ -100,6 +102,13 @@ class FrontendLoop:
 
     def closed(self, s: Session) -> None:
         """A session has just been closed."""
+
+    def unsynced(self) -> bool:
+        """The front-end wrote what must be on disk before answers leave (its journal)."""
+        return False
+
+    def sync(self) -> None:
+        """Make it so (one fsync for every answer of the turn)."""
 
     # ------------------------------------------------------------------ sessions
 
@@ -329,6 +338,9 @@ class FrontendLoop:
         """Write what the client may have; close a finished session once it is written."""
         if s.phase is CLOSED:
             return
+        if s.out and self.unsynced():  # after this turn's fsync
+            self.held.add(s)
+            return
         if s.out and s.sock is not None and not send_some(s.sock, s.out):
             self.close(s)
             return
@@ -383,6 +395,11 @@ class FrontendLoop:
                     self.read_backend(s)
         self.wake_sleepers()
         self.housekeeping()
+        if self.unsynced():
+            self.sync()
+        held, self.held = self.held, set()
+        for s in held:
+            self.flush(s)
 
     def serve_forever(self) -> None:
         self.sel.register(wakeup.install(), selectors.EVENT_READ, wakeup.SIGNALLED)

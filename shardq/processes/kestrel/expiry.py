@@ -21,6 +21,7 @@ from shardq.storage.journal import Journal
 from shardq.storage.kestrel_journal import Expires, Gone, open_journal
 
 log = logging.getLogger(__name__)
+LIVE_ENTRY_BYTES = 40  #: about what one live entry takes in the journal
 
 
 class ExpiryBook:
@@ -41,6 +42,16 @@ class ExpiryBook:
         self.book.rewrite(self.live())
         log.info("kestrel: %d expiry times from the journal", len(self.at))
 
+    def unsynced(self) -> bool:
+        return self.book is not None and self.book.dirty
+
+    def sync(self) -> None:
+        if self.book is not None:
+            try:
+                self.book.sync_now()
+            except OSError as e:
+                log.error("kestrel journal: fsync: %s", e)
+
     def live(self) -> list[Expires]:
         return [Expires(job, at, queue) for job, (at, queue) in self.at.items()]
 
@@ -49,7 +60,7 @@ class ExpiryBook:
             return
         try:
             self.book.append(record)
-            if self.book.wants_rewrite():
+            if self.book.wants_rewrite(LIVE_ENTRY_BYTES * len(self.at)):
                 self.book.rewrite(self.live())
         except OSError as e:
             log.error("kestrel journal: %s", e)

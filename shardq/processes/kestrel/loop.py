@@ -85,6 +85,12 @@ class Frontend(FrontendLoop):
         self.open_ids.difference_update(s.open.values())
         s.open.clear()
 
+    def unsynced(self) -> bool:
+        return self.expiry.unsynced()
+
+    def sync(self) -> None:
+        self.expiry.sync()
+
     def count_expired(self, queue: str) -> None:
         if queue:
             self.expired[queue] += 1

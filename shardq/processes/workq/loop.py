@@ -131,10 +131,20 @@ class Frontend(FrontendLoop):
             self.unwait(j.id, s)
             self.registry.expire_now(j, now_ms())
 
+    def unsynced(self) -> bool:
+        return self.book is not None and self.book.dirty
+
+    def sync(self) -> None:
+        if self.book is not None:
+            try:
+                self.book.sync_now()
+            except OSError as e:
+                log.error("workq journal: fsync: %s", e)
+
     # ------------------------------------------------------------------ the janitor
 
     def housekeeping(self) -> None:
-        if self.book is not None and self.book.wants_rewrite():
+        if self.book is not None and self.book.wants_rewrite(self.registry.bytes):
             try:
                 self.book.rewrite(self.registry.snapshot())
             except OSError as e:
