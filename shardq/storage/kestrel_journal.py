@@ -1,7 +1,8 @@
-"""The Kestrel front-end's journal records (storage/journal.py has the file): the expiry
-of each item set with one, which a beanstalk job cannot hold. `Expires` when an item is
-set, `Gone` when it is got, deleted or expired; replayed in order they give the book of
-expiries (processes/kestrel/expiry.py)."""
+"""The Kestrel front-end's journal records (storage/journal.py has the file): what a
+beanstalk job cannot hold. `Expires` when an item is set with an expiry, `Gone` when it is
+got, deleted or expired (processes/kestrel/expiry.py); `Child` when a fanout queue becomes
+known, `Unchild` when a client deletes it (processes/kestrel/fanout.py). Replayed in order
+they give both back."""
 
 from __future__ import annotations
 
@@ -24,7 +25,18 @@ class Gone:
     job: int
 
 
-KINDS = Kinds({1: Expires, 2: Gone})
+@dataclass(slots=True)
+class Child:
+    queue: str  # a fanout queue, PARENT+NAME
+
+
+@dataclass(slots=True)
+class Unchild:
+    queue: str
+
+
+Record = Expires | Gone | Child | Unchild
+KINDS = Kinds({1: Expires, 2: Gone, 3: Child, 4: Unchild})
 
 
 def open_journal(directory: str, sync: bool) -> Journal:

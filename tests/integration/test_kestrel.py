@@ -163,8 +163,10 @@ def test_items_expiries_and_fanout_survive_a_restart_with_b(
         mc.set("durable", body)
     mc.set("short", b"gone soon", expire=2)  # Kestrel: seconds from now
     mc.set("short", b"stays")
-    assert mc.get("feed+x") is None  # a fanout child, empty at the restart
-    assert mc.get("feed+y") is None
+    assert mc.get("feed+x") is None  # fanout children
+    assert mc.get("feed+y") is None  # (this one empty at the restart)
+    assert mc.get("feed+z") is None
+    assert mc.delete("feed+z")  # deleted: stays deleted after the restart
     mc.set("feed", b"f1")
     assert mc.get("feed+y") == b"f1"  # feed+x still holds its copy
     reader = memcache(server.kestrel)
@@ -175,8 +177,10 @@ def test_items_expiries_and_fanout_survive_a_restart_with_b(
     assert [mc.get("durable") for _ in range(4)] == [b"a", b"b", b"c", None]
     time.sleep(2.2)  # past the first item's expiry, which the front-end kept
     assert mc.get("short") == b"stays"
-    mc.set("feed", b"f2")  # feed+x holds a job: the server lists it, so it is a child again
+    mc.set("feed", b"f2")  # the children, even feed+y (empty, unwatched), were journaled
     assert [mc.get("feed+x") for _ in range(3)] == [b"f1", b"f2", None]
+    assert [mc.get("feed+y") for _ in range(2)] == [b"f2", None]
+    assert mc.get("feed+z") is None
     assert mc.get("feed") == b"f1"
 
 

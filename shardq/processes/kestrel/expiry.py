@@ -17,8 +17,9 @@ from __future__ import annotations
 import heapq
 import logging
 
+from shardq.processes.kestrel.fanout import Fanout
 from shardq.storage.journal import Journal
-from shardq.storage.kestrel_journal import Expires, Gone, open_journal
+from shardq.storage.kestrel_journal import Expires, Gone, Record, open_journal
 
 log = logging.getLogger(__name__)
 LIVE_ENTRY_BYTES = 40  #: about what one live entry takes in the journal
@@ -29,17 +30,23 @@ class ExpiryBook:
         self.at: dict[int, tuple[int, str]] = {}  # job id -> (expiry, unix ms; queue)
         self.heap: list[tuple[int, int]] = []  # (expiry, job id); stale entries skipped
         self.book: Journal | None = None
+        self.fanout: Fanout | None = None  # its children are journaled here too
 
-    def keep(self, directory: str, sync: bool) -> None:
-        """Journal the book in `directory` (the -b directory), after reading it back."""
+    def keep(self, directory: str, sync: bool, fanout: Fanout) -> None:
+        """Journal the book and `fanout`'s children in `directory` (the -b directory), after
+        reading them back."""
         self.book = open_journal(directory, sync)
+        self.fanout = fanout
         for rec in self.book.load():
             if isinstance(rec, Expires):
                 self.at[rec.job] = (rec.at, rec.queue)
                 heapq.heappush(self.heap, (rec.at, rec.job))
-            else:
+            elif isinstance(rec, Gone):
                 self.at.pop(rec.job, None)
+            else:
+                fanout.replay(rec)
         self.book.rewrite(self.live())
+        fanout.journal = self.write
         log.info("kestrel: %d expiry times from the journal", len(self.at))
 
     def unsynced(self) -> bool:
@@ -52,10 +59,11 @@ class ExpiryBook:
             except OSError as e:
                 log.error("kestrel journal: fsync: %s", e)
 
-    def live(self) -> list[Expires]:
-        return [Expires(job, at, queue) for job, (at, queue) in self.at.items()]
+    def live(self) -> list[Record]:
+        out: list[Record] = [Expires(job, at, queue) for job, (at, queue) in self.at.items()]
+        return out + (self.fanout.live() if self.fanout is not None else [])
 
-    def write(self, record: Expires | Gone) -> None:
+    def write(self, record: Record) -> None:
         if self.book is None:
             return
         try:

@@ -5,10 +5,15 @@ The children of a parent are the tubes named ``PARENT+NAME`` that the server lis
 ``list-tubes`` at most every `REFRESH_S`, before a set) or that a Kestrel client of this
 front-end named since it started (a `get` or `set` of ``orders+NAME``), until a `delete`
 of that queue (which the server's list no longer brings back; naming it again does).
-Pure: the caller asks the server and passes the names in.
+Pure: the caller asks the server and passes the names in; with ``-b`` every change goes to
+the front-end's journal (`journal`), so children, even empty ones, survive a restart.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from shardq.storage.kestrel_journal import Child, Unchild
 
 REFRESH_S = 1.0  #: how old the server's list of tubes may be when a set fans out
 MARK = "+"
@@ -24,6 +29,7 @@ class Fanout:
         self.children: dict[str, set[str]] = {}  # parent -> its child queues
         self.listed_at = float("-inf")  # monotonic s of the last list-tubes
         self.deleted: set[str] = set()  # children a client deleted: not learned from lists
+        self.journal: Callable[[Child | Unchild], None] | None = None
 
     def learn(self, queue: str) -> None:
         """A client named `queue`: if it is a child, it gets copies from now on."""
@@ -32,13 +38,20 @@ class Fanout:
 
     def add(self, queue: str) -> None:
         parent = parent_of(queue)
-        if parent is not None:
-            self.children.setdefault(parent, set()).add(queue)
+        if parent is None:
+            return
+        known = self.children.setdefault(parent, set())
+        if queue not in known:
+            known.add(queue)
+            if self.journal is not None:
+                self.journal(Child(queue))
 
     def forget(self, queue: str) -> None:
         parent = parent_of(queue)
         if parent is not None:
             self.deleted.add(queue)
+            if self.journal is not None:
+                self.journal(Unchild(queue))
         if parent is not None and parent in self.children:
             self.children[parent].discard(queue)
             if not self.children[parent]:
@@ -53,6 +66,18 @@ class Fanout:
         for name in names:
             if name not in self.deleted:
                 self.add(name)
+
+    def replay(self, record: Child | Unchild) -> None:
+        if isinstance(record, Child):
+            self.deleted.discard(record.queue)
+            self.add(record.queue)
+        else:
+            self.forget(record.queue)
+
+    def live(self) -> list[Child | Unchild]:
+        """What a rewritten journal holds of the children: each known and each deleted one."""
+        known: list[Child | Unchild] = [Child(q) for qs in self.children.values() for q in qs]
+        return known + [Unchild(q) for q in self.deleted]
 
     def of(self, parent: str) -> tuple[str, ...]:
         """The child queues a set to `parent` is copied to, in name order."""

@@ -53,11 +53,11 @@ class Frontend(FrontendLoop):
         self.supervisor = supervisor  # who gets SIGHUP on `reload`
         self.expired: Counter[str] = Counter()  # queue -> items expired
         self.expiry = ExpiryBook()
+        self.fanout = Fanout()
         if journal_dir is not None:
-            self.expiry.keep(journal_dir, sync)
+            self.expiry.keep(journal_dir, sync, self.fanout)
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
-        self.fanout = Fanout()
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
         return KestrelSession(sid, sock, backend, self.max_item)
