@@ -14,13 +14,16 @@ the bench and tools/); tools/crash_test.py's blocking ``Client`` serves the dura
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
+import shutil
 import socket
+import subprocess
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple, NoReturn, TypeVar
 from zlib import crc32
@@ -220,3 +223,34 @@ def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: floa
         if time.monotonic() >= deadline:
             raise TimeoutError(f"condition {fn!r} not met within {timeout} s")
         time.sleep(interval)
+
+
+STRACE_HINT = "needs strace to kill a process at its fsync: apt-get install -y strace"
+
+
+@contextlib.contextmanager
+def killed_at_fsync(pid: int) -> Iterator[subprocess.Popen[bytes]]:
+    """strace attached to `pid`, killing it (SIGKILL) at its next fsync or fdatasync: the
+    body sends what makes it sync; on leaving, the process was killed (or 10 s passed)."""
+    from shardq.bench.procs import tracer_pid
+
+    strace = shutil.which("strace")
+    if strace is None:
+        skip_or_fail(STRACE_HINT)
+    tracer = subprocess.Popen(
+        [strace, "-qq", "-p", str(pid), "-e", "trace=fsync,fdatasync"]
+        + ["-e", "inject=fsync,fdatasync:signal=KILL"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while tracer_pid(pid) != tracer.pid:
+            assert time.monotonic() < deadline, "strace did not attach"
+            time.sleep(0.01)
+        yield tracer
+        tracer.wait(timeout=10)
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+            tracer.wait()

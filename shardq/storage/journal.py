@@ -106,10 +106,14 @@ class Journal:
         return size > COMPACT_MIN_BYTES and size > 2 * live_estimate
 
     def sync_now(self) -> None:
-        """fsync what was written since the last one (a no-op when nothing was)."""
+        """fsync what was written since the last one (a no-op when nothing was); a disk
+        error is logged (the front-end goes on: its state is in memory)."""
         if self.dirty and self.fd >= 0:
             self.dirty = False
-            os.fsync(self.fd)
+            try:
+                os.fsync(self.fd)
+            except OSError as e:
+                log.error("%s: fsync: %s", self.path, e)
 
     def append(self, record: Any) -> None:
         self.append_many([record])

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from helpers import REPO_ROOT
@@ -27,6 +28,7 @@ from shardq.bench.procs import (
     workq_port,
 )
 
+T = TypeVar("T")
 READ_DEADLINE = 5.0
 START_TIMEOUT = 20.0
 TEARDOWN_TIMEOUT = 10.0
@@ -87,22 +89,29 @@ def start(tmp_path: Path, shards: int, extra: tuple[str, ...] = ()) -> KestrelSe
     return KestrelServer(*start_front(tmp_path, shards, extra, "kestrel"))
 
 
+def front_servers(tmp_path: Path, front: str, wrap: Callable[..., T]) -> Iterator[Callable[..., T]]:
+    """A fixture's factory: ``make(shards, extra=())`` starts a server with the `front`
+    front-end and gives it as `wrap` (its fields: start_front's answer); every server it
+    made is stopped at the end, whatever the test did."""
+    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+    def make(shards: int = 1, extra: tuple[str, ...] = ()) -> T:
+        started = start_front(tmp_path, shards, extra, front)
+        procs.append((started[0], started[3]))
+        return wrap(*started)
+
+    yield make
+    for proc, run_dir in procs:
+        terminate(proc, TEARDOWN_TIMEOUT, group=True)
+        if proc.poll() is None:
+            kill_group(proc)
+        kill_pids(pids_mentioning(str(run_dir)))
+
+
 @pytest.fixture(name="kestrel_server")
 def kestrel_server_fixture(tmp_path: Path) -> Iterator[Callable[..., KestrelServer]]:
     """Factory: ``kestrel_server(shards, extra=()) -> KestrelServer``, always stopped."""
-    servers: list[KestrelServer] = []
-
-    def make(shards: int = 1, extra: tuple[str, ...] = ()) -> KestrelServer:
-        server = start(tmp_path, shards, extra)
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.stop()
-        if server.proc.poll() is None:
-            kill_group(server.proc)
-        kill_pids(pids_mentioning(str(server.run_dir)))
+    yield from front_servers(tmp_path, "kestrel", KestrelServer)
 
 
 class Raw:

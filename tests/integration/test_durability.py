@@ -10,7 +10,6 @@ The crash checks are tools/crash_test.py's (the same code the tool runs for long
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,11 +19,10 @@ from pathlib import Path
 import crash_test
 import pytest
 from crash_load import Client
-from helpers import Layout, skip_or_fail, wal_args
+from helpers import Layout, killed_at_fsync, wal_args
 
-from shardq.bench.procs import kill_group, tracer_pid, wait_group_gone
+from shardq.bench.procs import kill_group, wait_group_gone
 
-STRACE_HINT = "needs strace to kill the shard at its fsync: apt-get install -y strace"
 REPEAT = max(1, int(os.environ.get("SHARDQ_CRASH_REPEAT", "1") or 1))
 CRASH_SECONDS = 2.5  #: load time per crash round (a round, restart included, stays < 30 s)
 #: one serving process over two shards (one in a shard process); two over four (two hosted,
@@ -274,31 +272,13 @@ def test_reply_lost_in_shard_crash_is_still_right(
     """The shard dies after its batch reached the log but before it replied (strace kills it
     at the fsync). The acceptor resends the request to the restarted shard; the client must
     get the answer of what happened, not NOT_FOUND. BUG B4."""
-    strace = shutil.which("strace")
-    if strace is None:
-        skip_or_fail(STRACE_HINT)
     srv = shardq_server(1, (*wal_args(tmp_path / "wal"), "--no-colocate"))  # a shard process
     c = Client(srv.port)
     job = put(c, b"default", b"lost reply")
     assert c.cmd(b"reserve-with-timeout 0").startswith(b"RESERVED %d " % job)
     shard = srv.wait_all_children()["shard 0"]
-    tracer = subprocess.Popen(
-        [strace, "-qq", "-p", str(shard), "-e", "trace=fsync,fdatasync"]
-        + ["-e", "inject=fsync,fdatasync:signal=KILL"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while tracer_pid(shard) != tracer.pid:
-            assert time.monotonic() < deadline, "strace did not attach"
-            time.sleep(0.01)
+    with killed_at_fsync(shard):
         reply = c.cmd(b"delete %d" % job if op == "delete" else b"bury %d 5" % job)
-        tracer.wait(timeout=10)
-    finally:
-        if tracer.poll() is None:
-            tracer.kill()
-            tracer.wait()
     assert srv.wait_all_children()["shard 0"] != shard, "the shard was not killed at its fsync"
     state = c.cmd(b"stats-job %d" % job)
     where = "gone" if state == b"NOT_FOUND" else c.last_body.decode().split("state: ")[1][:6]

@@ -7,17 +7,15 @@ and everything kept across a restart with -b."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 import threading
 import time
 
 import greenstalk
 import pytest
-from helpers import poll_for, skip_or_fail, tube_on_shard, wal_args
+from helpers import killed_at_fsync, poll_for, tube_on_shard, wal_args
 from workq_server import Workq, add, new_id, workq_server_fixture  # noqa: F401  (the fixture)
 
-from shardq.bench.procs import group_members, kill_group, role_of_pid, tracer_pid
+from shardq.bench.procs import group_members, kill_group, role_of_pid
 
 SHARDS = [1, 4]
 
@@ -295,32 +293,14 @@ def test_with_f0_an_answer_leaves_only_after_its_journal_fsync(workq_server, tmp
     """strace kills the Workq front-end at its first journal fsync after the client's lease:
     the lease must not have been answered (answers of a turn wait for its fsync), and after
     the restart the job is still there to lease."""
-    strace = shutil.which("strace")
-    if strace is None:
-        skip_or_fail("needs strace: apt-get install -y strace")
     flags = wal_args(tmp_path / "sync")
     server = workq_server(1, flags)
     c = Workq(server.workq)
     ident = new_id()
     assert add(c, ident, "synced", b"p", ttr=300) == b"+OK\r\n"
     front = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "workq")
-    tracer = subprocess.Popen(
-        [strace, "-qq", "-p", str(front), "-e", "trace=fsync,fdatasync"]
-        + ["-e", "inject=fsync,fdatasync:signal=KILL"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while tracer_pid(front) != tracer.pid:
-            assert time.monotonic() < deadline, "strace did not attach"
-            time.sleep(0.01)
+    with killed_at_fsync(front):
         c.send(b"lease synced 1000\r\n")
-        tracer.wait(timeout=10)
-    finally:
-        if tracer.poll() is None:
-            tracer.kill()
-            tracer.wait()
     assert c.eof(), "the lease was answered before its journal record was on disk"
     kill_group(server.proc)
     server = workq_server(1, flags)

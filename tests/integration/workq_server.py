@@ -9,12 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kestrel_server import TEARDOWN_TIMEOUT, Raw, start_front
+from kestrel_server import TEARDOWN_TIMEOUT, Raw, front_servers, start_front
 
 from shardq.bench.procs import (
-    kill_group,
-    kill_pids,
-    pids_mentioning,
     terminate,
 )
 
@@ -38,19 +35,7 @@ def start(tmp_path: Path, shards: int, extra: tuple[str, ...] = ()) -> WorkqServ
 @pytest.fixture(name="workq_server")
 def workq_server_fixture(tmp_path: Path) -> Iterator[Callable[..., WorkqServer]]:
     """Factory: ``workq_server(shards, extra=()) -> WorkqServer``, always stopped."""
-    servers: list[WorkqServer] = []
-
-    def make(shards: int = 1, extra: tuple[str, ...] = ()) -> WorkqServer:
-        server = start(tmp_path, shards, extra)
-        servers.append(server)
-        return server
-
-    yield make
-    for server in servers:
-        server.stop()
-        if server.proc.poll() is None:  # type: ignore[attr-defined]
-            kill_group(server.proc)  # type: ignore[arg-type]
-        kill_pids(pids_mentioning(str(server.run_dir)))
+    yield from front_servers(tmp_path, "workq", WorkqServer)
 
 
 def new_id() -> str:

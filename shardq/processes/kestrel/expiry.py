@@ -54,10 +54,7 @@ class ExpiryBook:
 
     def sync(self) -> None:
         if self.book is not None:
-            try:
-                self.book.sync_now()
-            except OSError as e:
-                log.error("kestrel journal: fsync: %s", e)
+            self.book.sync_now()
 
     def live(self) -> list[Record]:
         out: list[Record] = [Expires(job, at, queue) for job, (at, queue) in self.at.items()]

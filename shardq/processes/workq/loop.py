@@ -136,10 +136,7 @@ class Frontend(FrontendLoop):
 
     def sync(self) -> None:
         if self.book is not None:
-            try:
-                self.book.sync_now()
-            except OSError as e:
-                log.error("workq journal: fsync: %s", e)
+            self.book.sync_now()
 
     # ------------------------------------------------------------------ the janitor
 
