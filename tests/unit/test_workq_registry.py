@@ -183,3 +183,19 @@ def test_the_registry_counts_the_bytes_it_holds() -> None:
     reg.drop(k)
     reg.drop(k)  # twice: counted once
     assert reg.bytes == 0
+
+
+def test_a_job_the_journal_left_with_no_tube_entry_is_put_back() -> None:
+    """The process ended while the janitor put a job back (PENDING, no beanstalk job): after
+    the replay the janitor's first turn puts it back."""
+    reg = Registry()
+    j = queued(reg, fixed("a", max_attempts=3))
+    reg.lease(j, T0)
+    reg.lease_ended(j)  # PENDING; the put back never happened
+    records = [*reg.snapshot()]
+    again = Registry()
+    again.replay(records)
+    assert again.next_due() == 0
+    orphans = again.take_orphans()
+    assert [o.id for o in orphans] == ["a"] and orphans[0].state is PENDING
+    assert again.take_orphans() == [] and again.next_due() == T0 + 10_000  # its expiry

@@ -313,9 +313,11 @@ def do_invalid(front: Frontend, s: Session, cmd: Invalid) -> Task:
 
 
 def housekeeping(front: Frontend, s: Session) -> Task:
-    """The janitor's task: leases past their TTR go back to their tube (or fail, past
-    max-attempts); jobs past their ttl go, result and all (counted as evicted if they
-    were not done)."""
+    """The janitor's task: jobs the journal left with no tube entry, and leases past their
+    TTR, go back to their tube (or fail, past max-attempts); jobs past their ttl go, result
+    and all (counted as evicted if they were not done)."""
+    for j in front.registry.take_orphans():
+        yield from requeue(front, s, j)
     ended, expired = front.registry.due(now_ms())
     for j in ended:
         if front.registry.lease_ended(j):

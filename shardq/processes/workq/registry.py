@@ -115,6 +115,9 @@ class Registry:
         self.timers: list[tuple[int, int, str]] = []  # (when, kind, UUID); stale ones skipped
         self.evicted = 0  # jobs that expired before they were done
         self.bytes = 0  # payloads and results held, with JOB_OVERHEAD_BYTES a job
+        #: jobs the journal left waiting for their tube with none (the process ended while
+        #: it put them back): the janitor puts them back first
+        self.orphans: list[WorkqJob] = []
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -220,7 +223,13 @@ class Registry:
         return ended, expired
 
     def next_due(self) -> int | None:
+        if self.orphans:
+            return 0
         return self.timers[0][0] if self.timers else None
+
+    def take_orphans(self) -> list[WorkqJob]:
+        orphans, self.orphans = self.orphans, []
+        return [j for j in orphans if self.jobs.get(j.id) is j and j.state in QUEUED and not j.job]
 
     def listed(self, name: str, scheduled: bool, now: int) -> list[WorkqJob]:
         """The jobs of `name` waiting in their tube: ready ones by priority (highest first)
@@ -259,3 +268,4 @@ class Registry:
                 self.queued(j, rec.job)
                 if j.state is LEASED:
                     heapq.heappush(self.timers, (j.deadline, 0, j.id))
+        self.orphans = [j for j in self.jobs.values() if j.state in QUEUED and not j.job]
