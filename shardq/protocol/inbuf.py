@@ -1,8 +1,20 @@
 """What the front-end protocols' parsers (Kestrel, Workq) share, sans-IO: the bytes a
 client sent that are not parsed yet, the rest of a refused block still to be dropped as
-it arrives (never buffered), and the end of parsing once the stream cannot be followed."""
+it arrives (never buffered), the end of parsing once the stream cannot be followed, and
+what a parser gives for input that is no command (`Invalid`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """Input that is no valid command: answer `reply`; with `close`, end the connection
+    after it (the stream cannot be followed)."""
+
+    reply: bytes
+    close: bool = False
 
 
 class InputBuffer:

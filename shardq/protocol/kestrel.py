@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from shardq.protocol.inbuf import InputBuffer
+from shardq.protocol.inbuf import InputBuffer, Invalid
 
 #: Longest command line (memcached's key line limit); longer without an end closes.
 MAX_LINE = 2048
@@ -99,14 +99,6 @@ class Simple:
     shutdown, quit (`name` is the lower-case command)."""
 
     name: str
-
-
-@dataclass(frozen=True, slots=True)
-class Invalid:
-    """Input that is no valid command: answer `reply`; with `close`, end the connection."""
-
-    reply: bytes
-    close: bool = False
 
 
 Command = Set | Get | Delete | Flush | FlushAll | Simple | Invalid

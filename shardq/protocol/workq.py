@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardq.protocol.inbuf import InputBuffer
+from shardq.protocol.inbuf import InputBuffer, Invalid
 
 #: The longest command line (Workq's own command limit is 10,000 bytes).
 MAX_LINE = 10_000
@@ -60,15 +60,6 @@ class Frame:
     args: tuple[bytes, ...]
     flags: dict[str, bytes] = field(default_factory=dict)
     block: bytes = b""
-
-
-@dataclass(frozen=True, slots=True)
-class Invalid:
-    """A command that is answered `reply` without running; `close`: and the connection
-    ends after it."""
-
-    reply: bytes
-    close: bool = False
 
 
 Command = Frame | Invalid

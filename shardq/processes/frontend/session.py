@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
+from shardq.protocol.inbuf import Invalid
 from shardq.protocol.reader import Reply, ReplyReader
 
 
@@ -135,3 +136,12 @@ def gather(
         batch.append(s.held)
         s.held = None
     return batch
+
+
+def answer_invalid(front: object, s: Session, cmd: Invalid) -> Task:
+    """The task of input that is no command (either protocol): its error, and the end of
+    the connection after it when the stream cannot be followed."""
+    if cmd.close:
+        s.eof = True
+    return cmd.reply
+    yield

@@ -30,6 +30,7 @@ from shardq.processes.frontend.beanstalk import (
     yaml_list,
     yaml_map,
 )
+from shardq.processes.frontend.session import answer_invalid
 from shardq.protocol import kestrel as k
 from shardq.protocol import kestrel_replies as r
 from shardq.protocol.reader import Reply
@@ -337,13 +338,6 @@ def do_quit(front: Frontend, s: Session, cmd: k.Simple) -> Task:
     yield
 
 
-def do_invalid(front: Frontend, s: Session, cmd: k.Invalid) -> Task:
-    if cmd.close:
-        s.eof = True
-    return cmd.reply
-    yield
-
-
 Handler = Callable[["Frontend", Session, Any], Task]
 
 HANDLERS: dict[type, Handler] = {
@@ -352,7 +346,7 @@ HANDLERS: dict[type, Handler] = {
     k.Delete: do_delete,
     k.Flush: do_flush,
     k.FlushAll: do_flush_all,
-    k.Invalid: do_invalid,
+    k.Invalid: answer_invalid,
 }
 SIMPLE: dict[str, Handler] = {
     "stats": do_stats,

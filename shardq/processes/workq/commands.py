@@ -26,7 +26,7 @@ from shardq.processes.frontend.beanstalk import (
     watch_lines,
     yaml_map,
 )
-from shardq.processes.frontend.session import Send, Session, Sleep, Task
+from shardq.processes.frontend.session import Send, Session, Sleep, Task, answer_invalid
 from shardq.processes.workq.registry import LEASED, WorkqJob
 from shardq.protocol import workq_args as a
 from shardq.protocol import workq_replies as r
@@ -305,13 +305,6 @@ def do_delete(front: Frontend, s: Session, cmd: a.Delete) -> Task:
     return r.OK
 
 
-def do_invalid(front: Frontend, s: Session, cmd: Invalid) -> Task:
-    if cmd.close:
-        s.eof = True
-    return cmd.reply
-    yield
-
-
 def housekeeping(front: Frontend, s: Session) -> Task:
     """The janitor's task: jobs the journal left with no tube entry, and leases past their
     TTR, go back to their tube (or fail, past max-attempts); jobs past their ttl go, result
@@ -342,5 +335,5 @@ HANDLERS: dict[type, Handler] = {
     a.Finish: do_finish,
     a.Delete: do_delete,
     a.Inspect: do_inspect,
-    Invalid: do_invalid,
+    Invalid: answer_invalid,
 }
