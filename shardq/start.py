@@ -36,7 +36,7 @@ from shardq.flags import (  # noqa: F401  (re-exported)
     EXIT_OK,
     FLAGS,
 )
-from shardq.processes.listener import bind_listener, close_listener, describe, tls_context
+from shardq.processes.listener import bind_listener, close_listener, describe, tls_context, why
 from shardq.processes.startup import (
     LOCK_FILE,
     StartupError,
@@ -128,7 +128,7 @@ def check_metrics_port(config: Config, overrides: dict[str, Any]) -> None:
         bind_listener(*split_host_port(config.metrics_listen)).close()
     except OSError as e:
         name = setting_name("metrics_listen", overrides, config)
-        problem = f"cannot listen on {config.metrics_listen}: {e.strerror}"
+        problem = f"cannot listen on {config.metrics_listen}: {why(e)}"
         raise MetricsPortError(f"{name}: {problem}") from None
 
 
@@ -195,7 +195,7 @@ def start_server(
         say(str(e))
         return EXIT_LISTEN
     except OSError as e:
-        say(f"cannot listen on {describe(config.listen, config.port)}: {e.strerror}")
+        say(f"cannot listen on {describe(config.listen, config.port)}: {why(e)}")
         return EXIT_LISTEN
     for flag in ignored or ():
         say(f"warning: {flag} is ignored: the log is always compacted")

@@ -27,6 +27,12 @@ def describe(listen: str, port: int) -> str:
     return listen if unix_path(listen) is not None else f"{listen}:{port}"
 
 
+def why(e: OSError) -> str:
+    """What went wrong, for a message: the system's words (a path too long for a unix socket
+    is refused by Python itself, with no errno)."""
+    return e.strerror or str(e)
+
+
 def bind_listener(listen: str, port: int) -> socket.socket:
     """Bind and listen; the socket is inheritable (it crosses the exec into the supervisor
     and is passed to every serving process). OSError when the address cannot be used."""

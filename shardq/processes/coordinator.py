@@ -28,6 +28,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
 from shardq.processes import lifeline, quota, wakeup
 from shardq.processes import shard_ops as ops
+from shardq.processes.sockpath import ipc_endpoint
 from shardq.processes.zmqctx import context, dealer, stranger
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import (
@@ -100,11 +101,11 @@ class Coordinator:
         self.ctx = context()
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
-        self.front.bind(f"ipc://{run_dir}/coordinator")
+        self.front.bind(ipc_endpoint(run_dir, "coordinator"))
         self.shards = []
         for i in range(shards):
             s = dealer(self.ctx)
-            s.connect(f"ipc://{run_dir}/shard-{i}")
+            s.connect(ipc_endpoint(run_dir, f"shard-{i}"))
             self.shards.append(s)
         self.ids = BlockTable(os.path.join(state_dir, "id-blocks"), shards)
         self.gathers: dict[int, Gather] = {}

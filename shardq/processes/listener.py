@@ -18,6 +18,7 @@ from shardq.processes.bind import (  # noqa: F401  (re-exported: the listening s
     listening_address,
     remove_stale_socket,
     unix_path,
+    why,
 )
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

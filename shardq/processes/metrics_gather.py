@@ -24,6 +24,7 @@ from shardq.metrics.gathered import Gathered, Proc, parse_stats, tube_fields
 from shardq.metrics.procstat import parse_rss, parse_stat
 from shardq.processes import shard_ops as ops
 from shardq.processes.forked import label_of_comm
+from shardq.processes.sockpath import ipc_endpoint
 from shardq.processes.zmqctx import context, dealer
 from shardq.protocol.stats_keys import SERVING_KEYS
 
@@ -44,7 +45,7 @@ class Peers:
             (i, f"shard-{i}") for i in range(shards)
         ]:
             sock = dealer(self.ctx)  # named with the server's token: peers drop strangers
-            sock.connect(f"ipc://{run_dir}/{name}")
+            sock.connect(ipc_endpoint(run_dir, name))
             self.socks[key] = sock
         self.key_of = {sock: key for key, sock in self.socks.items()}
         self.asked: dict[int, tuple[int, float]] = {}  # peer -> (rid, when) of its open question

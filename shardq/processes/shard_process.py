@@ -13,6 +13,7 @@ from shardq.cluster.routing import tube_shard
 from shardq.engine.policy import Policies
 from shardq.processes import live, wakeup
 from shardq.processes.shard import ShardCore, ShardServer
+from shardq.processes.sockpath import ipc_endpoint
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
 
@@ -57,7 +58,7 @@ def main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics, tubes)
-    server = ShardServer(core, f"ipc://{run_dir}/shard-{index}")
+    server = ShardServer(core, ipc_endpoint(run_dir, f"shard-{index}"))
     server.watch_signals()
     try:
         server.serve_forever()

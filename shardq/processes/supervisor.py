@@ -37,7 +37,14 @@ from shardq.processes import live, quota
 from shardq.processes.child import preload
 from shardq.processes.children import PRIVATE_SOCKET, Child, LayoutError, check_layout
 from shardq.processes.forked import TimeoutExpired
-from shardq.processes.listener import bind_listener, close_listener, describe, listening_address
+from shardq.processes.listener import (
+    bind_listener,
+    close_listener,
+    describe,
+    listening_address,
+    why,
+)
+from shardq.processes.sockpath import socket_path
 from shardq.processes.spawn import python_m
 from shardq.processes.startup import StartupError, become, find_user
 
@@ -157,10 +164,10 @@ class Supervisor:
             if self.own_run_dir:
                 shutil.rmtree(self.run_dir, ignore_errors=True)
             raise ListenError(
-                f"{name}: cannot listen on {describe(host, port)}: {e.strerror}"
+                f"{name}: cannot listen on {describe(host, port)}: {why(e)}"
             ) from None
         if self.private is None:
-            path = os.path.join(self.run_dir, PRIVATE_SOCKET)
+            path = socket_path(os.path.join(self.run_dir, PRIVATE_SOCKET))
             self.private = bind_listener(f"unix:{path}", 0)
 
     def listen_fds(self) -> tuple[int, ...]:
@@ -333,7 +340,7 @@ def bind_metrics(address: str) -> socket.socket:
     try:
         return bind_listener(*split_host_port(address))
     except OSError as e:
-        raise ListenError(f"metrics.listen: cannot listen on {address}: {e.strerror}") from None
+        raise ListenError(f"metrics.listen: cannot listen on {address}: {why(e)}") from None
 
 
 def serve(
@@ -351,7 +358,7 @@ def serve(
         log.error("%s", e)
         return 1
     except OSError as e:
-        log.error("cannot listen on %s: %s", describe(config.listen, config.port), e.strerror)
+        log.error("cannot listen on %s: %s", describe(config.listen, config.port), why(e))
         return 1
     return supervisor.run()
 

@@ -31,6 +31,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import MAX_SERVING
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import CLOSED, IDLE, Conn
+from shardq.processes.sockpath import socket_path
 
 if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
@@ -49,7 +50,7 @@ class Inbox:
 
 
 def handoff_path(run_dir: str, index: int) -> str:
-    return os.path.join(run_dir, f"handoff-{index}")
+    return socket_path(os.path.join(run_dir, f"handoff-{index}"))
 
 
 def open_handoff(self: Acceptor, run_dir: str) -> None:

@@ -43,6 +43,7 @@ from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, Cro
 from shardq.processes.listener import Network, parse_networks
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.processes.shard_ops import COUNTS
+from shardq.processes.sockpath import ipc_endpoint
 from shardq.processes.zmqctx import context
 from shardq.protocol.stats_keys import CMD_KEYS
 
@@ -154,8 +155,8 @@ class Acceptor:
         self.max_job_size = max_job_size
         self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}
-        endpoints = {i: f"ipc://{run_dir}/shard-{i}" for i in range(shards)}
-        endpoints[COORDINATOR] = f"ipc://{run_dir}/coordinator"
+        endpoints = {i: ipc_endpoint(run_dir, f"shard-{i}") for i in range(shards)}
+        endpoints[COORDINATOR] = ipc_endpoint(run_dir, "coordinator")
         self.sel = selectors.DefaultSelector()
         self.hosted: ShardServer | None = None
         self.hosted_index = -2  # no shard index

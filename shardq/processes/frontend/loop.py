@@ -38,6 +38,7 @@ from shardq.processes.frontend.session import (
     Sleep,
     Task,
 )
+from shardq.processes.sockpath import socket_path
 from shardq.protocol.reader import Reply, ReplyError
 
 RECV_BYTES = 256 * 1024
@@ -115,7 +116,7 @@ class FrontendLoop:
     def connect_backend(self) -> socket.socket:
         backend = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            backend.connect(self.backend_path)
+            backend.connect(socket_path(self.backend_path))
         except OSError:
             backend.close()
             raise
