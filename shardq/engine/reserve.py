@@ -210,11 +210,17 @@ class Reserving(EngineCore):
         self._reserve(job, conn, now)  # not refused at a limit (nor when paused), but counted
         return reserved_payload(job)
 
-    def disconnect(self, conn: int, now: int) -> None:
-        """A connection closed: its waiters go away and its jobs are ready again at once."""
+    def disconnect(self, conn: int, now: int, hold: bool = False) -> list[str]:
+        """A connection closed: its waiters go away and its jobs are ready again at once.
+        With `hold`, the tubes they go back to are held closed to reserves (as if paused)
+        until `unhold` (processes/closing.py says why); their names are returned."""
         for waiter in [w for w in self.waiters.values() if w.conn == conn]:
             self._drop_waiter(waiter)
-        for job_id in sorted(self.owned.get(conn, ())):
+        owned = sorted(self.owned.get(conn, ()))
+        held = sorted({self.jobs[job_id].tube for job_id in owned}) if hold else []
+        for name in held:
+            self.tubes[name].held += 1
+        for job_id in owned:
             job = self.jobs[job_id]
             if job.state == State.OFFERED:
                 self.decline(conn, job_id, now)
@@ -224,6 +230,19 @@ class Reserving(EngineCore):
                     continue
                 job.move("release")
                 self._enqueue(job, now)
+        return held
+
+    def unhold(self, names: list[str], now: int) -> None:
+        """The tubes a `disconnect` held open again: their waiters are served."""
+        opened = []
+        for name in names:
+            tube = self.tubes.get(name)
+            if tube is not None and tube.held:
+                tube.held -= 1
+                if not tube.held:
+                    opened.append(tube)
+        if opened:
+            self._serve_tubes(opened, now)
 
     def reassert(self, conn: int, job_id: int, deadline: int, now: int) -> None:
         """After this shard restarted from its log, a live connection still holds this job:

@@ -56,6 +56,8 @@ class Tube:
     expired: int = 0  # jobs deleted by max_age (total-expired)
     #: max_reserved and reserve_rate (engine/limits.py), or None when its policy sets neither
     throttle: Throttle | None = None
+    #: closes it is held for (engine `disconnect` with hold): closed to reserves meanwhile
+    held: int = 0
 
     def jobs(self) -> int:
         return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered
@@ -67,9 +69,10 @@ class Tube:
         return self.pause != 0 and now < self.unpause_at
 
     def closed(self, now: int) -> bool:
-        """May no reserve take one of its ready jobs now? Paused, or at a limit of its
-        policy (max_reserved, reserve_rate). Kept lean: it runs for every reserve."""
-        if self.pause != 0 and now < self.unpause_at:
+        """May no reserve take one of its ready jobs now? Paused, held for a close, or at a
+        limit of its policy (max_reserved, reserve_rate). Kept lean: it runs for every
+        reserve."""
+        if (self.pause != 0 and now < self.unpause_at) or self.held:
             return True
         throttle = self.throttle
         return throttle is not None and throttle.shut(self.reserved + self.offered, now)

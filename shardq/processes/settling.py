@@ -17,9 +17,8 @@ dropped, so nothing is handed to a reserver that went away.
 
 from __future__ import annotations
 
-from typing import Any
-
 from shardq.cluster.routing import origin_of
+from shardq.processes.held import HeldRequests
 
 SETTLE_S = 2.0  #: the longest a restarted shard holds reserves for a silent serving process
 SETTLE_NS = int(SETTLE_S * 1e9)
@@ -31,10 +30,7 @@ class Settling:
     def __init__(self, origins: set[int], now: int) -> None:
         self.waiting_for = set(origins)
         self.until = now + SETTLE_NS
-        self.held: list[tuple[bytes, list[Any]]] = []  # (peer, request), in arrival order
-
-    def hold(self, peer: bytes, req: list[Any]) -> None:
-        self.held.append((peer, req))
+        self.held = HeldRequests()
 
     def settled(self, conn: int) -> None:
         """SETTLED from the serving process that `conn` (its index) names."""
@@ -43,19 +39,8 @@ class Settling:
     def done(self, now: int) -> bool:
         return not self.waiting_for or now >= self.until
 
-    def drop_rid(self, rid: int) -> bool:
-        """A held request withdrawn (CANCEL): True if it was held (it never ran)."""
-        kept = [(p, r) for p, r in self.held if r[1] != rid]
-        dropped = len(kept) != len(self.held)
-        self.held = kept
-        return dropped
-
-    def drop_conn(self, conn: int) -> None:
-        """A closed connection's held requests go with it (DISCONNECT)."""
-        self.held = [(p, r) for p, r in self.held if r[2] != conn]
-
     def drop_origin(self, origin: int) -> None:
         """A restarted serving process's held requests go with it (RESET); it has nothing
         left to claim either."""
-        self.held = [(p, r) for p, r in self.held if origin_of(r[2]) != origin]
+        self.held.drop_origin(origin)
         self.waiting_for.discard(origin)

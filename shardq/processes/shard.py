@@ -23,13 +23,14 @@ from typing import Any
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import origin_of
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
 from shardq.processes import lifeline, live, quota, wakeup
 from shardq.processes import shard_ops as ops
+from shardq.processes.closing import Closing
+from shardq.processes.holding import Holding, Outbox
 from shardq.processes.logfault import LogFault
 from shardq.processes.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.settling import Settling
@@ -44,14 +45,18 @@ log = logging.getLogger(__name__)
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
-Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
 #: ops that settling (a restarted shard, processes/settling.py) holds, drops or counts
 SETTLING_OPS = frozenset(
     (ops.RESERVE, ops.RESERVE_JOB, ops.SETTLED, ops.CANCEL, ops.DISCONNECT, ops.RESET)
 )
 
 
-class ShardCore:
+#: ops that a close's hold (processes/closing.py) may defer, and the ones that end holds
+HOLDABLE = frozenset((ops.RESERVE, ops.RESERVE_JOB))
+CLOSING_OPS = frozenset((ops.UNHOLD, ops.RESET))
+
+
+class ShardCore(Holding):
     """The engine of one shard with its logs; knows which peer waits for which reserve."""
 
     def __init__(
@@ -86,6 +91,7 @@ class ShardCore:
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
         self.settling: Settling | None = None
+        self.closing = Closing()  # closes whose tubes are held (processes/closing.py)
         if settle_from:
             self.settling = Settling(settle_from, time.monotonic_ns())
         if metrics:
@@ -193,6 +199,9 @@ class ShardCore:
             return self.while_settling(self.settling, peer, req)
         if op == ops.PUT and not self.admit(len(args[6])):
             return [proto.OUT_OF_MEMORY]  # not taken
+        if self.closing.holds and op in HOLDABLE and self.closing.defers(self.engine, op, args):
+            self.closing.deferred.add(peer, req)
+            return None  # answered when the tube opens (UNHOLD)
         if op == ops.RESERVE:
             tubes, timeout_at, soon_at, offer = args
             payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
@@ -202,52 +211,32 @@ class ShardCore:
         if op == ops.DISCONNECT:  # its waiters go quietly: forget whom they answered to
             for rid in [r for r, w in self.engine.waiters.items() if w.conn == conn]:
                 self.waiting_peer.pop(rid, None)
+            self.closing.deferred.drop_conn(conn)
+            if args:  # with hold: its jobs are ready, their tubes closed until UNHOLD
+                self.closing.hold(conn, self.engine.disconnect(conn, now, hold=True), now)
+                return []
+        if op in CLOSING_OPS:
+            return self.while_closing(op, rid, conn, now)
         if op == ops.COUNTS and self.host_fields is not None:
             counts = ops.op_counts(self.engine, conn, args, now)
             return [*counts, self.host_fields()]
         if op == ops.SETTLED:
             return None  # not settling (a first start, or settled already)
         if op == ops.CANCEL:
+            if self.closing.deferred.drop_rid(rid):
+                return [CANCELLED]
             if self.engine.cancel(rid):
                 self.waiting_peer.pop(rid, None)
             # else the waiter was served: its event still needs the peer (route_events)
             return [CANCELLED]  # no offer for this rid can follow
         return HANDLERS[op](self.engine, conn, args, now)
 
-    def while_settling(self, settling: Settling, peer: bytes, req: list[Any]) -> list[Any] | None:
-        """A request that settling changes: a reserve is held, a cancel may withdraw a held
-        reserve, a close or a restarted serving process drops theirs, SETTLED counts."""
-        op, rid, conn = req[0], req[1], req[2]
-        if op in (ops.RESERVE, ops.RESERVE_JOB):
-            settling.hold(peer, req)
-            return None  # answered when settled (a waiter's answer comes the same way)
-        if op == ops.SETTLED:
-            settling.settled(conn)
-            return None
-        if op == ops.CANCEL and settling.drop_rid(rid):
-            return [CANCELLED]
-        if op == ops.DISCONNECT:
-            settling.drop_conn(conn)
-        elif op == ops.RESET:
-            settling.drop_origin(origin_of(conn))
-        self.settling = None  # apply it as usual
-        try:
-            return self.apply(peer, req, time.monotonic_ns())
-        finally:
-            self.settling = settling
-
-    def release_held(self, now: int, out: Outbox) -> None:
-        """Settled: the held requests run now, in the order they came."""
-        settling, self.settling = self.settling, None
-        assert settling is not None
-        log.info("shard %d: settled; %d held reserve(s) run now", self.index, len(settling.held))
-        for peer, req in settling.held:
-            self.handle_into(peer, req, now, out)
-
     def take_events(self, now: int, out: Outbox) -> None:
         """Run the timers; what the engine answered on its own goes into `out`."""
         if self.settling is not None and self.settling.done(now):
             self.release_held(now, out)
+        if self.closing.holds or self.closing.lifted:
+            self.end_holds(now, out)
         engine = self.engine
         engine.tick(now)
         if engine.events:
@@ -297,6 +286,9 @@ class ShardCore:
         wake = self.engine.next_wakeup()
         if self.settling is not None:
             wake = self.settling.until if wake is None else min(wake, self.settling.until)
+        held = self.closing.next_until()
+        if held is not None:
+            wake = held if wake is None else min(wake, held)
         if self.log_fault is not None:
             left = max(0.0, self.log_fault.next_try - time.monotonic())
             at = time.monotonic_ns() + int(left * 1e9)

@@ -35,7 +35,10 @@ REF            tube, d_using, d_watching              [] (an acknowledgement; co
                                                       per origin of `conn`)
 MOVE_REF       tube, d_using, d_watching, old origin  no reply (a connection handed over:
                                                       its references move to conn's origin)
-DISCONNECT     (none)                                 no reply
+DISCONNECT     (none), or [True]: hold                no reply; with hold [] (its tubes
+                                                      stay closed to reserves until
+                                                      UNHOLD: processes/closing.py)
+UNHOLD         (none)                                 no reply (the held tubes open)
 COUNTS         (none)                                 [counts dict, utime, stime] and,
                                                       from a hosted shard, the serving
                                                       process's stats fields
@@ -249,6 +252,7 @@ def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
 
 
 SETTLED = 27  # handled by ShardCore.apply: a serving process has claimed its jobs again
+UNHOLD = 29  # handled by ShardCore.apply: a held close's other shards have its jobs back
 
 LIST = 23
 

@@ -316,8 +316,7 @@ def close(self: Acceptor, conn: Conn) -> None:
         self.pending.pop(conn.waiting, None)
         self.inflight.pop(conn.waiting, None)
         conn.waiting = None
-    for shard in conn.shards:
-        self.request(shard, ops.DISCONNECT, conn, [], None)
+    self.disconnect(conn)
     self.request(self.shard_of(conn.use), ops.REF, conn, [conn.use, -1, 0], None)
     for tube in conn.watch:
         self.request(self.shard_of(tube), ops.REF, conn, [tube, 0, -1], None)

@@ -1,10 +1,13 @@
 """Reserves: one shard's, at once or as a waiter there; a reserve over tubes on several shards,
-settled here from the shards' offers (docs/ARCHITECTURE.md, "Offers")."""
+settled here from the shards' offers (docs/ARCHITECTURE.md, "Offers"); and a closed
+connection's reservations, given back by every shard together (processes/closing.py)."""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
@@ -188,3 +191,37 @@ def reask_offers(self: Acceptor, target: int) -> None:
             cross.live.add(rid)
             req = [ops.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
             self.inflight[rid] = (target, req)  # resent below with the other requests
+
+
+def disconnect(self: Acceptor, conn: Conn) -> None:
+    """The connection closed: every shard it used forgets it. When it held jobs of several
+    shards, those shards hold the jobs' tubes closed to reserves until all of them have
+    made the jobs ready (their answers to DISCONNECT with hold), then UNHOLD opens them:
+    nobody can take one of the jobs and then see another still reserved."""
+    holding = {self.job_shard(job_id) for job_id in conn.reserved}
+    if len(holding) < 2:
+        holding = set()
+    for shard in conn.shards | holding:
+        if shard not in holding:
+            self.request(shard, ops.DISCONNECT, conn, [], None)
+    if not holding:
+        return
+    unanswered = set(holding)
+
+    def answered(shard: int) -> None:
+        unanswered.discard(shard)
+        if not unanswered:
+            for target in holding:
+                self.request(target, ops.UNHOLD, conn, [], None)
+
+    for shard in holding:
+        rid = self.request(shard, ops.DISCONNECT, conn, [True], None)
+        self.pending[rid] = (None, functools.partial(held_answer, answered, shard))
+        # forgotten, not resent, if the shard restarts (resync: its connection is gone);
+        # the other shards' holds then end by themselves (closing.HOLD_S)
+        self.inflight[rid] = (shard, [ops.DISCONNECT, rid, conn.id, True])
+
+
+def held_answer(answered: Callable[[int], None], shard: int, _conn: Conn | None, _p: Any) -> None:
+    """A shard has the closed connection's jobs ready, its tubes held (`disconnect`)."""
+    answered(shard)

@@ -81,6 +81,7 @@ class Acceptor:
     run_timers = cross.run_timers
     reask_offers = cross.reask_offers
     reserve_at_eof = cross.reserve_at_eof
+    disconnect = cross.disconnect
     reply = clients.reply
     flush_output = clients.flush_output
     finish = clients.finish

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 NO_REPLY = frozenset(
-    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET, ops.MOVE_REF}
+    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET, ops.MOVE_REF, ops.UNHOLD}
 )  #: fire-and-forget ops
 
 
