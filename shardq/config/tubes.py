@@ -13,6 +13,10 @@
       "mail.*":
         max_reserved: 4    # at most 4 of the tube's jobs reserved at once
         reserve_rate: 0.5  # jobs handed out per second (a token bucket of max(1, rate))
+      feed:
+        fanout: true       # a put to feed is copied to every tube feed+NAME there is
+        max_age: 600
+        expired_to: +late  # a job older than that moves to feed+late (not deleted)
 
 Every problem is one `ConfigError` naming the key, e.g.
 ``tubes.orders.max_jobs: must be a whole number >= 0, got -1``.
@@ -26,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardq.config.values import SIZE_UNITS, ConfigError
+from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import DEFAULTS, KEYS, is_glob
 
 #: A tube name as beanstalkd accepts it: 1..200 of these characters, no leading '-'.
@@ -64,6 +69,30 @@ def _flag(where: str, value: Any) -> bool:
     return value
 
 
+def _target(where: str, value: Any) -> str:
+    """expired_to: ``+NAME`` (the tube's family's ``FAMILY+NAME``) or a whole tube name."""
+    name = value[1:] if isinstance(value, str) and value[:1] == FAMILY_MARK else value
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ConfigError(where, f"must be a tube name or +NAME, got {value!r}")
+    return value
+
+
+def _same_family(where: str, entry: str, target: str) -> None:
+    """A whole expired_to name must be of the entry's own family (one shard holds a family,
+    so a move is one shard's step); an entry that is a glob or `defaults` may apply to
+    tubes of any family, so it names its target as ``+NAME``."""
+    if target.startswith(FAMILY_MARK):
+        return
+    if entry == DEFAULTS or is_glob(entry):
+        raise ConfigError(where, f"for a glob or defaults, name the tube as +NAME, got {target!r}")
+    if family_of(target) != family_of(entry):
+        raise ConfigError(
+            where,
+            f"must be a tube of the family {family_of(entry)!r} (such as "
+            f"{family_of(entry)}+expired, or +expired), got {target!r}",
+        )
+
+
 #: policy key -> its validator (where, value) -> value
 CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "max_jobs": _whole,
@@ -74,6 +103,8 @@ CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "max_age": _whole,  # seconds
     "max_reserved": _whole,
     "reserve_rate": _rate,  # jobs per second
+    "fanout": _flag,
+    "expired_to": _target,
 }
 assert tuple(CHECKS) == KEYS, "every policy key has a validator"
 
@@ -94,7 +125,7 @@ def _entry_name(where: str, key: Any) -> str:
     return key
 
 
-def _policy(where: str, value: Any) -> dict[str, Any]:
+def _policy(where: str, entry: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -104,6 +135,8 @@ def _policy(where: str, value: Any) -> dict[str, Any]:
         if key not in CHECKS:
             raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(KEYS)})")
         policy[key] = CHECKS[key](f"{where}.{key}", raw)
+    if "expired_to" in policy:
+        _same_family(f"{where}.expired_to", entry, policy["expired_to"])
     return policy
 
 
@@ -117,5 +150,5 @@ def tube_policies(where: str, value: Any, from_flag: bool = False) -> dict[str, 
     plain = {}
     for key, entry in value.items():
         name = _entry_name(where, key)
-        plain[name] = _policy(f"{where}.{name}", entry)
+        plain[name] = _policy(f"{where}.{name}", name, entry)
     return plain

@@ -3,16 +3,18 @@
 `EngineCore` holds the tubes, jobs, waiters, timers and outputs of a shard, and the small
 moves a job makes between a tube's queues and a connection's hands. The concerns built on
 it are mixins of their own modules (timers.py, reserve.py, persist.py, policing.py,
-throttling.py, stats.py), put
+throttling.py, fanout.py, stats.py), put
 together by `Engine` (engine.py); a mixin calls another's methods only through the
 declarations at the end of this class.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import URGENT_KEY, Job, State
+from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
 from shardq.engine.timing import Timing
@@ -60,6 +62,10 @@ class EngineCore:
         #: name -> `full_at` of the token bucket of a rate-limited tube that went away while
         #: not full: a tube made again under that name starts from it (throttling.py)
         self.buckets: dict[str, int] = {}
+        #: family -> the names of its tubes other than the family's own (``orders+eu``)
+        self.families: dict[str, set[str]] = {}
+        #: where a fanout's copies get their ids (the shell's; fanout.py); None: no copies
+        self.copy_id: Callable[[], int] | None = None
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -69,6 +75,8 @@ class EngineCore:
         if tube is None:
             self._created += 1
             tube = self.tubes[name] = Tube(name, order=(now, self._created))
+            if FAMILY_MARK in name:
+                self.families.setdefault(family_of(name), set()).add(name)
             if self.policies:
                 tube.set_policy(self.policies.resolve(name))
                 if self.buckets and tube.throttle is not None:
@@ -89,6 +97,12 @@ class EngineCore:
         if tube.in_use():
             return
         del self.tubes[tube.name]
+        if FAMILY_MARK in tube.name:
+            family = family_of(tube.name)
+            members = self.families[family]
+            members.discard(tube.name)
+            if not members:
+                del self.families[family]
         if tube.throttle is not None and tube.throttle.full_at:
             self._keep_bucket(tube)
         if self.tubes:

@@ -11,8 +11,8 @@ one reserve request. The engine never trusts a connection to own a job: it check
 `Engine` is this module's commands (put, delete, release, bury, touch, kick, peek, pause)
 on top of the engine's parts: its state (core.py), timers (timers.py), reserves and
 waiters (reserve.py), write-ahead log records (persist.py, records.py), per-tube policies
-(policing.py, policy.py), its concurrency and rate limits (throttling.py, limits.py) and
-statistics (stats.py). The names other modules need are
+(policing.py, policy.py), its concurrency and rate limits (throttling.py, limits.py),
+fanout (fanout.py) and statistics (stats.py). The names other modules need are
 importable from here.
 """
 
@@ -22,6 +22,7 @@ from itertools import islice
 from typing import Any
 
 from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, TIMERS_MIN_BOUND, WAITING
+from shardq.engine.fanout import Fanning
 from shardq.engine.job import BURY, ID_MASK, KICK, NS, RELEASE, Job, State
 from shardq.engine.policing import Policing
 from shardq.engine.records import RECORD_OVERHEAD
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-class Engine(Timers, Reserving, Policing, Throttling, Stats):
+class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
     """All tubes and jobs of one shard."""
 
     def put(
@@ -81,6 +82,10 @@ class Engine(Timers, Reserving, Policing, Throttling, Stats):
             self._enqueue(job, now)
         if self.wal_out is not None:
             self.wal_out.append(self.full_record(job))
+        if tube.policy is not None and tube.policy.fanout:  # copies (fanout.py)
+            for copy_id, name in self._copies(tube_name):
+                made = self.put(copy_id, seq, name, pri, delay, ttr, body, now)
+                tube.fanned += made[:8] == b"INSERTED"  # a member's policy may refuse one
         return b"INSERTED %d\r\n" % job_id
 
     def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:

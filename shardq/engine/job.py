@@ -37,6 +37,10 @@ TRANSITIONS: dict[tuple[State, str], State] = {
     (State.DELAYED, "promote"): State.READY,
     (State.DELAYED, "kick"): State.READY,
     (State.BURIED, "kick"): State.READY,
+    # max_age with expired_to: to the target tube of its family, ready (policing.py)
+    (State.READY, "expire-to"): State.READY,
+    (State.DELAYED, "expire-to"): State.READY,
+    (State.BURIED, "expire-to"): State.READY,
 }
 
 STATE_NAMES = {

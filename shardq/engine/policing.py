@@ -108,9 +108,35 @@ class Policing(Persistence):
             self._at(again, T_AGE, job_id)
             return
         self._unlink(job)
-        self._remove(job, tube, now)
         tube.expired += 1
+        target = tube.policy.expiry_target(job.tube) if tube.policy is not None else ""
+        if not target or not self._move_expired(job, tube, target, now):
+            self._remove(job, tube, now)
         self._gc(tube)
+
+    def _move_expired(self, job: Job, tube: Tube, target: str, now: int) -> bool:
+        """expired_to: the job (out of its tube's queues) goes to `target`, ready, as if put
+        there now (its age, and the target's own max_age, count from here), keeping its id;
+        False if the target's policy has no room for it (it is deleted then)."""
+        into = self.ensure_tube(target, now)
+        size = len(job.body)
+        if into.policy is not None and not self._make_room(into, into.policy, size, now):
+            self._gc(into)
+            return False
+        self._note(now, "delete", job)  # the analytics log: a life ends here, another starts
+        tube.body_bytes -= size
+        into.body_bytes += size
+        into.total_jobs += 1
+        tube.moved += 1
+        job.move("expire-to")
+        job.tube, job.created, job.delay = target, now, 0
+        self._note(now, "put", job)
+        if into.policy is not None and into.policy.max_age:
+            self._at(now + into.policy.max_age * NS, T_AGE, job.id)
+        self._enqueue(job, now)
+        if self.wal_out is not None:
+            self.wal_out.append(self.full_record(job))
+        return True
 
     def _place(self, job: Job, now: int) -> None:
         """A job rebuilt from the log: its max_age timer from its put time."""

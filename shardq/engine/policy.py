@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
+from shardq.engine.names import FAMILY_MARK, family_of
+
 DEFAULTS = "defaults"  #: the key of the section every tube's policy starts from
 GLOB_CHARS = frozenset("*?[")  #: a key with one of these is a glob, else an exact name
 
@@ -40,6 +42,17 @@ class Policy:
     max_age: int = 0  #: seconds: a job older than this is deleted (not while it is held)
     max_reserved: int = 0  #: jobs of the tube reserved (or offered) at once; at it, none more
     reserve_rate: float = 0  #: jobs handed out per second (a token bucket, limits.py)
+    fanout: bool = False  #: a put is also copied to every tube of the family (fanout.py)
+    #: a job past max_age moves to this tube of its family instead of being deleted:
+    #: ``+NAME`` (the family's ``FAMILY+NAME``) or a whole tube name of the family
+    expired_to: str = ""
+
+    def expiry_target(self, tube: str) -> str:
+        """Where a job of `tube` goes when it expires ('': it is deleted)."""
+        target = self.expired_to
+        if target.startswith(FAMILY_MARK):
+            target = family_of(tube) + target
+        return "" if target == tube else target
 
     def active(self) -> bool:
         """Does this policy set anything? (One that sets nothing is no policy.)"""

@@ -12,6 +12,7 @@ from shardq.engine.core import EngineCore
 from shardq.engine.job import NS, STATE_NAMES, State
 from shardq.engine.tube import Tube
 from shardq.protocol import replies
+from shardq.protocol.replies import Quoted
 from shardq.protocol.stats_keys import (
     POLICY_TUBE_KEYS,
     SHARD_COUNT_KEYS,
@@ -81,10 +82,14 @@ class Stats(EngineCore):
             policy.max_age,
             policy.max_reserved,
             _rate(policy.reserve_rate),
+            policy.fanout,
+            Quoted(policy.expiry_target(tube.name)),
             tube.body_bytes,  # current-bytes
             tube.discarded,
             tube.policy_buried,
             tube.expired,
+            tube.fanned,
+            tube.moved,
         )
 
     def tube_table(self, now: int) -> list[list[Any]]:

@@ -54,6 +54,8 @@ class Tube:
     discarded: int = 0  # jobs dropped by discard_old (total-discarded)
     policy_buried: int = 0  # jobs buried by max_reserves or max_timeouts (total-policy-buried)
     expired: int = 0  # jobs deleted by max_age (total-expired)
+    fanned: int = 0  # copies its puts made in the tubes of its family (total-fanout-copies)
+    moved: int = 0  # expired jobs moved to its expired_to tube (total-expired-moved)
     #: max_reserved and reserve_rate (engine/limits.py), or None when its policy sets neither
     throttle: Throttle | None = None
     #: closes it is held for (engine `disconnect` with hold): closed to reserves meanwhile

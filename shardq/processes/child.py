@@ -18,8 +18,8 @@ A shard's options (and a hosted shard's) include ``--metrics`` when the metrics 
 on: the shard then keeps the histograms it serves (engine/timing.py).
 
 Every role also takes ``--verbose=N`` (the config's `-V` count, for `shardq.log.setup`) and
-``--tubes=JSON`` (the per-tube policies: only shards use them; a SIGHUP's live arguments
-carry them to every child started later).
+``--tubes=JSON`` (the per-tube policies: shards, and the Kestrel front-end for fanout; a
+SIGHUP's live arguments carry them to every child started later).
 A child is named after its role label (``/proc/PID/comm``: "sq shard 1"); `role_of_pid`
 reads it back (the tests and tools find processes that way).
 """
@@ -167,6 +167,7 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
     acceptor.add_argument("--private-fd", type=int, default=-1, help="the run dir's listener")
+    acceptor.add_argument("--by-name", action="store_true", help="tubes by whole name")
     _add_shard_store(acceptor)  # of the hosted shard
     metrics = roles.add_parser("metrics")
     _add_common(metrics)
@@ -271,6 +272,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tuple(n for n in args.allow.split(",") if n),
         tls,
         args.private_fd,
+        not args.by_name,
     )
 
 
@@ -301,6 +303,7 @@ def run_kestrel(args: argparse.Namespace) -> None:
         os.getppid(),
         args.journal_dir,
         args.sync_journal,
+        args.tubes,
     )
 
 

@@ -54,25 +54,40 @@ class Child:
         self.started = time.monotonic()
 
 
+FAMILIES = "families"  #: the layout file's routing: tubes by family (cluster/routing.py)
+
+
 class LayoutError(Exception):
     """The log directory was written with another number of shards."""
 
 
-def check_layout(wal_dir: str, shards: int) -> None:
-    """Tubes are spread by crc32(name) % shards: a log written with N shards needs N shards."""
+def check_layout(wal_dir: str, shards: int) -> bool:
+    """Tubes are spread by crc32(family) % shards: a log written with N shards needs N
+    shards. True: tubes go by family (a new log directory); False: by their whole names
+    (one written before families, whose layout file has no ``routing=`` line)."""
     path = os.path.join(wal_dir, "layout")
     try:
         with open(path) as f:
-            written = int(f.read().split("=")[1])
+            lines = dict(line.split("=", 1) for line in f.read().split())
     except FileNotFoundError:
-        with open(path, "w") as f:
-            f.write(f"shards={shards}\n")
-        return
+        with open(path + ".tmp", "w") as f:
+            f.write(f"shards={shards}\nrouting={FAMILIES}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
+        return True
+    written = int(lines["shards"])
     if written != shards:
         raise LayoutError(
             f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
             "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
         )
+    return lines.get("routing") == FAMILIES
+
+
+def families_needed(tubes: dict[str, dict[str, object]]) -> str | None:
+    """The first `tubes:` entry with an expired_to (it needs tube families), or None."""
+    return next((entry for entry, policy in tubes.items() if policy.get("expired_to")), None)
 
 
 def hosted_shard(cfg: Config, index: int) -> int | None:

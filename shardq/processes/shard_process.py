@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import signal
 
-from shardq.cluster.routing import tube_shard
+from shardq.cluster.routing import CopyIds, tube_shard
 from shardq.engine.policy import Policies
 from shardq.processes import live, wakeup
 from shardq.processes.shard import ShardCore, ShardServer
@@ -40,6 +40,7 @@ def open_core(
     owns_default = tube_shard("default", shards) == index
     policies = Policies(json.loads(tubes)) if tubes else None
     core = ShardCore(index, owns_default, events, wal, origins, metrics, policies)
+    core.engine.copy_id = CopyIds(index, shards, core.engine.jobs).take  # fanout's copies
     live.on_change(core.take_live)
     return core
 

@@ -35,7 +35,13 @@ from shardq.metrics import ADDRESS_FILE
 from shardq.processes import children as roles
 from shardq.processes import live, quota
 from shardq.processes.child import preload
-from shardq.processes.children import PRIVATE_SOCKET, Child, LayoutError, check_layout
+from shardq.processes.children import (
+    PRIVATE_SOCKET,
+    Child,
+    LayoutError,
+    check_layout,
+    families_needed,
+)
 from shardq.processes.forked import TimeoutExpired
 from shardq.processes.listener import (
     bind_listener,
@@ -93,8 +99,23 @@ class Supervisor:
         os.makedirs(self.run_dir, exist_ok=True)
         self.state_dir = config.wal_dir or self.run_dir
         os.makedirs(self.state_dir, exist_ok=True)
+        #: tubes go by family (a new log directory, or none), or by whole name (an old one)
+        self.families = True
         if config.wal_dir is not None:
-            check_layout(config.wal_dir, config.shards)
+            self.families = check_layout(config.wal_dir, config.shards)
+            if not self.families:
+                moving = families_needed(config.tubes)
+                if moving:
+                    raise LayoutError(
+                        f"tubes.{moving}.expired_to: {config.wal_dir} was written before tube "
+                        "families, so a tube's family may be on another shard; drain its jobs "
+                        "into a new log directory to move expired jobs"
+                    )
+                log.warning(
+                    "%s was written before tube families: tubes stay spread by whole name, "
+                    "so a fanout or expired_to reaches only the tubes of the same shard",
+                    config.wal_dir,
+                )
         self.stopping = False
         self.draining = False
         #: the protocol front-ends' listening sockets, by name (kestrel, workq)
@@ -178,7 +199,8 @@ class Supervisor:
     def acceptor_argv(self, index: int, ready_fd: int) -> list[str]:
         private = None if self.private is None else self.private.fileno()
         fd = self.listener.fileno()
-        return roles.acceptor_argv(self.config, self.run_dir, index, ready_fd, fd, private)
+        argv = roles.acceptor_argv(self.config, self.run_dir, index, ready_fd, fd, private)
+        return argv if self.families else [*argv, "--by-name"]
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -243,6 +265,10 @@ class Supervisor:
                 )
         except ConfigError as e:
             log.error("SIGHUP: %s; nothing changed", e)
+            return
+        moving = None if self.families else families_needed(new.tubes)
+        if moving:
+            log.error("SIGHUP: tubes.%s.expired_to needs tube families; nothing changed", moving)
             return
         for w in caught:
             log.warning("SIGHUP: %s", w.message)

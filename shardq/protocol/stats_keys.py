@@ -151,10 +151,14 @@ POLICY_TUBE_KEYS = (
     "policy-max-age",
     "policy-max-reserved",
     "policy-reserve-rate",
+    "policy-fanout",
+    "policy-expired-to",
     "current-bytes",
     "total-discarded",
     "total-policy-buried",
     "total-expired",
+    "total-fanout-copies",
+    "total-expired-moved",
 )
 
 #: `stats-job` keys in order.

@@ -145,7 +145,7 @@ def test_policies_hold_on_every_shard(
     stats = stats_tube(sock, tube_on_shard(0, shards, "cap"))
     assert stats["policy-max-jobs"] == "3"
     assert stats["current-bytes"] == "9"
-    assert list(stats)[-12:] == [
+    assert list(stats)[-16:] == [
         "policy-max-jobs",
         "policy-max-bytes",
         "policy-discard-old",
@@ -154,10 +154,14 @@ def test_policies_hold_on_every_shard(
         "policy-max-age",
         "policy-max-reserved",
         "policy-reserve-rate",
+        "policy-fanout",
+        "policy-expired-to",
         "current-bytes",
         "total-discarded",
         "total-policy-buried",
         "total-expired",
+        "total-fanout-copies",
+        "total-expired-moved",
     ]
     job_id(put(sock, "free"))  # no policy: beanstalkd's keys only
     assert list(stats_tube(sock, "free"))[-1] == "pause-time-left"

@@ -354,10 +354,14 @@ def test_stats_tube_shows_the_policy_after_beanstalkds_keys(q: Q) -> None:
         "policy-max-age": "0",
         "policy-max-reserved": "0",
         "policy-reserve-rate": "0",
+        "policy-fanout": "false",
+        "policy-expired-to": '""',
         "current-bytes": "3",
         "total-discarded": "1",
         "total-policy-buried": "1",
         "total-expired": "0",
+        "total-fanout-copies": "0",
+        "total-expired-moved": "0",
     }
     assert stats["current-jobs-buried"] == "1"
     assert first not in q.e.jobs

@@ -62,3 +62,52 @@ def test_id_block_round_trips_for_large_ids() -> None:
     rng = random.Random(3)
     for job_id in [rng.randint(1, 2**64 - 1) for _ in range(1000)] + [2**64 - 1]:
         assert job_id in block_ids(id_block(job_id))
+
+
+def test_a_tube_family_lives_with_its_first_name() -> None:
+    from zlib import crc32
+
+    for shards in (2, 3, 4, 8):
+        for name in ("orders", "a", "x.y"):
+            shard = crc32(name.encode()) % shards
+            for member in (f"{name}+eu", f"{name}+eu+1", f"{name}+"):
+                assert tube_shard(member, shards) == shard
+                assert tube_shard(member, shards, families=False) == crc32(member.encode()) % shards
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3, 4, 7])
+def test_the_ids_a_shard_makes_are_its_own_by_the_block_rule(shards: int) -> None:
+    from shardq.cluster.routing import COPY_FIRST_BLOCK, block_shard, copy_id, copy_index
+
+    seen: set[int] = set()
+    for shard in range(shards):
+        ids = [copy_id(shard, shards, k) for k in range(3 * ID_BLOCK + 5)]
+        assert ids == sorted(ids) and not seen & set(ids)  # rising, and no other shard's
+        seen |= set(ids)
+        assert all(block_shard(id_block(i), shards) == shard for i in ids)  # routed by rule
+        assert min(ids) > COPY_FIRST_BLOCK * ID_BLOCK  # far above any leased block
+        assert [copy_index(shard, shards, i) for i in ids] == list(range(len(ids)))
+        assert copy_index(shard, shards, 5) is None  # a leased id is not one
+        if shards > 1:
+            assert copy_index((shard + 1) % shards, shards, ids[0]) is None
+
+
+def test_copy_ids_go_on_after_the_highest_a_shard_holds() -> None:
+    from shardq.cluster.routing import CopyIds, copy_id
+
+    assert CopyIds(1, 4).take() == copy_id(1, 4, 0)
+    held = [7, copy_id(1, 4, 2000), copy_id(1, 4, 15), copy_id(2, 4, 9000)]
+    ids = CopyIds(1, 4, held)
+    assert [ids.take(), ids.take()] == [copy_id(1, 4, 2001), copy_id(1, 4, 2002)]
+
+
+def test_a_new_log_directory_routes_by_family_an_old_one_by_name(tmp_path) -> None:
+    from shardq.processes.children import LayoutError, check_layout
+
+    assert check_layout(str(tmp_path), 4) is True
+    assert (tmp_path / "layout").read_text() == "shards=4\nrouting=families\n"
+    assert check_layout(str(tmp_path), 4) is True  # read back
+    (tmp_path / "layout").write_text("shards=4\n")  # written before families
+    assert check_layout(str(tmp_path), 4) is False
+    with pytest.raises(LayoutError, match="holds the log of 4 shards"):
+        check_layout(str(tmp_path), 2)

@@ -57,6 +57,14 @@ def test_section_is_validated_into_a_plain_mapping() -> None:
     assert json.loads(json.dumps(tubes)) == tubes  # it crosses to the shards as JSON
 
 
+def test_expired_to_names_a_tube_of_the_family() -> None:
+    text = "tubes:\n  orders: {expired_to: orders+late}\n  '*': {expired_to: +dead}\n"
+    assert load_config(text, {}).tubes == {
+        "orders": {"expired_to": "orders+late"},
+        "*": {"expired_to": "+dead"},
+    }
+
+
 def test_a_number_is_a_tube_name() -> None:
     assert load_config("tubes:\n  123: {max_jobs: 1}\n", {}).tubes == {"123": {"max_jobs": 1}}
 
@@ -91,7 +99,30 @@ def test_a_number_is_a_tube_name() -> None:
         (
             "tubes:\n  a: {max_job: 1}\n",
             "shardq.yaml: tubes.a.max_job: unknown key (known: max_jobs, max_bytes, "
-            "discard_old, max_reserves, max_timeouts, max_age, max_reserved, reserve_rate)",
+            "discard_old, max_reserves, max_timeouts, max_age, max_reserved, reserve_rate, fanout, "
+            "expired_to)",
+        ),
+        (
+            "tubes:\n  a: {fanout: 1}\n",
+            "shardq.yaml: tubes.a.fanout: must be true or false, got 1",
+        ),
+        (
+            "tubes:\n  a: {expired_to: 'no spaces'}\n",
+            "shardq.yaml: tubes.a.expired_to: must be a tube name or +NAME, got 'no spaces'",
+        ),
+        (
+            "tubes:\n  a: {expired_to: '+'}\n",
+            "shardq.yaml: tubes.a.expired_to: must be a tube name or +NAME, got '+'",
+        ),
+        (
+            "tubes:\n  orders: {expired_to: late}\n",
+            "shardq.yaml: tubes.orders.expired_to: must be a tube of the family 'orders' (such as "
+            "orders+expired, or +expired), got 'late'",
+        ),
+        (
+            "tubes:\n  'orders*': {expired_to: orders+late}\n",
+            "shardq.yaml: tubes.orders*.expired_to: for a glob or defaults, name the tube as "
+            "+NAME, got 'orders+late'",
         ),
         (
             "tubes:\n  a: {max_reserved: -2}\n",

@@ -22,7 +22,7 @@ def shard_of(self: Acceptor, tube: str) -> int:
     if shard is None:
         if len(self.tube_shards) >= MAX_CACHED_TUBES:
             self.tube_shards.clear()
-        shard = self.tube_shards[tube] = tube_shard(tube, self.shard_count)
+        shard = self.tube_shards[tube] = tube_shard(tube, self.shard_count, self.families)
     return shard
 
 

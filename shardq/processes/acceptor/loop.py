@@ -153,6 +153,7 @@ class Acceptor:
         # no allow-list (only the server's user can open the run directory)
         self.private: socket.socket | None = None
         self.shard_count = shards
+        self.families = True  # tubes by family (cluster/routing.py), or by whole name
         self.max_job_size = max_job_size
         self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}

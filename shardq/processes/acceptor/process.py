@@ -38,6 +38,7 @@ def main(
     allow: tuple[str, ...] = (),
     tls: ssl.SSLContext | None = None,
     private_fd: int = -1,
+    families: bool = True,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
@@ -53,6 +54,7 @@ def main(
         max_output_bytes,
     )
     acceptor.spin_s = poll_us / 1e6
+    acceptor.families = families
     acceptor.allow = parse_networks(allow)
     acceptor.tls = tls
     if private_fd >= 0:

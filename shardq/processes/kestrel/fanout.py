@@ -6,13 +6,17 @@ The children of a parent are the tubes named ``PARENT+NAME`` that the server lis
 front-end named since it started (a `get` or `set` of ``orders+NAME``), until a `delete`
 of that queue (which the server's list no longer brings back; naming it again does).
 Pure: the caller asks the server and passes the names in; with ``-b`` every change goes to
-the front-end's journal (`journal`), so children, even empty ones, survive a restart.
+the front-end's journal (`journal`), so children, even empty ones, survive a restart. A
+queue whose tube policy says `fanout` is copied by the server itself (engine/fanout.py), for
+every door: the front-end then copies nothing (`of`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from shardq.engine.policy import Policies
+from shardq.processes import live
 from shardq.storage.kestrel_journal import Child, Unchild
 
 REFRESH_S = 1.0  #: how old the server's list of tubes may be when a set fans out
@@ -30,6 +34,10 @@ class Fanout:
         self.listed_at = float("-inf")  # monotonic s of the last list-tubes
         self.deleted: set[str] = set()  # children a client deleted: not learned from lists
         self.journal: Callable[[Child | Unchild], None] | None = None
+        self.policies = Policies()  #: the server's per-tube policies (SIGHUP: take_live)
+
+    def take_live(self, settings: live.Live) -> None:
+        self.policies = Policies(settings.tubes)
 
     def learn(self, queue: str) -> None:
         """A client named `queue`: if it is a child, it gets copies from now on."""
@@ -80,5 +88,9 @@ class Fanout:
         return known + [Unchild(q) for q in self.deleted]
 
     def of(self, parent: str) -> tuple[str, ...]:
-        """The child queues a set to `parent` is copied to, in name order."""
+        """The child queues a set to `parent` is copied to, in name order; none when the
+        queue's tube policy says `fanout` (the server copies it then, for every door)."""
+        policy = self.policies.resolve(parent)
+        if policy is not None and policy.fanout:
+            return ()
         return tuple(sorted(self.children.get(parent, ())))

@@ -7,12 +7,14 @@ janitor that deletes items past their expiry (expiry.py).
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import socket
 from collections import Counter
 
-from shardq.processes import wakeup
+from shardq.engine.policy import Policies
+from shardq.processes import live, wakeup
 from shardq.processes.frontend.loop import FrontendLoop
 from shardq.processes.frontend.session import Session, Task, gather
 from shardq.processes.kestrel import commands
@@ -46,6 +48,7 @@ class Frontend(FrontendLoop):
         supervisor: int,
         journal_dir: str | None = None,
         sync: bool = False,
+        tubes: str = "",
     ) -> None:
         super().__init__(listen_fd, backend_path, k.MAX_LINE + max_item + 2, max_output_bytes)
         self.max_item = max_item
@@ -54,6 +57,8 @@ class Frontend(FrontendLoop):
         self.expired: Counter[str] = Counter()  # queue -> items expired
         self.expiry = ExpiryBook()
         self.fanout = Fanout()
+        self.fanout.policies = Policies(json.loads(tubes) if tubes else None)
+        live.on_change(self.fanout.take_live)
         if journal_dir is not None:
             self.expiry.keep(journal_dir, sync, self.fanout)
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
@@ -127,6 +132,7 @@ def main(
     supervisor: int,
     journal_dir: str | None,
     sync: bool,
+    tubes: str = "",
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
@@ -139,4 +145,5 @@ def main(
         supervisor,
         journal_dir,
         sync,
+        tubes,
     ).serve_forever()

@@ -10,6 +10,7 @@ KESTREL_NAMES = {
     "max_size": "policy-max-bytes",
     "max_age": "policy-max-age",
     "discard_old_when_full": "policy-discard-old",
+    "move_expired_to": "policy-expired-to",
 }
 
 
@@ -21,7 +22,8 @@ def queue_config(
     config = []
     for name, value in server:
         policy = tube_stats.get(KESTREL_NAMES.get(name, ""), "0")
-        if policy not in ("0", "false"):
+        policy = policy.strip('"')  # policy-expired-to is quoted
+        if policy not in ("0", "false", ""):
             value = int(policy) if policy.isdigit() else policy
         config.append((name, value))
     return config
