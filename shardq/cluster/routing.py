@@ -18,7 +18,6 @@ its shards forget exactly its own connections (RESET).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from zlib import crc32
 
 from shardq.engine.names import family_of
@@ -69,22 +68,6 @@ def copy_index(shard: int, shards: int, job_id: int) -> int | None:
         return None
     first = copy_id(shard, shards, 0) // ID_BLOCK
     return (block - first) // shards * ID_BLOCK + (job_id - 1) % ID_BLOCK
-
-
-class CopyIds:
-    """The ids one shard makes itself, in order, from after the highest its jobs hold (a
-    restarted shard goes on from its log; ids of copies deleted before a restart may come
-    again, as beanstalkd's ids may after a restart)."""
-
-    def __init__(self, shard: int, shards: int, job_ids: Iterable[int] = ()) -> None:
-        self.shard, self.shards = shard, shards
-        taken = (copy_index(shard, shards, job_id) for job_id in job_ids)
-        self.next = 1 + max((k for k in taken if k is not None), default=-1)
-
-    def take(self) -> int:
-        job_id = copy_id(self.shard, self.shards, self.next)
-        self.next += 1
-        return job_id
 
 
 def origin_of(conn_or_rid: int) -> int:

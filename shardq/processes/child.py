@@ -255,7 +255,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
     hosted = None
     if args.host is not None:
         store = (args.events_dir, args.server_id, wal_args(args), args.settle_from)
-        hosted = open_core(args.host, args.shards, *store, args.metrics, args.tubes)
+        hosted = open_core(args.host, args.shards, *store, args.metrics, args.tubes, args.run_dir)
     acceptor_main(
         args.listen_fd,
         args.run_dir,

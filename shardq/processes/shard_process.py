@@ -7,13 +7,15 @@ signal ends the loop's wait at once (`processes/wakeup.py`).
 from __future__ import annotations
 
 import json
+import os
 import signal
 
-from shardq.cluster.routing import CopyIds, tube_shard
+from shardq.cluster.routing import tube_shard
 from shardq.engine.policy import Policies
 from shardq.processes import live, wakeup
 from shardq.processes.shard import ShardCore, ShardServer
 from shardq.processes.sockpath import ipc_endpoint
+from shardq.storage.copy_ids import CopyIds
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
 
@@ -27,6 +29,7 @@ def open_core(
     settle_from: str = "",
     metrics: bool = False,
     tubes: str = "",
+    run_dir: str = "",
 ) -> ShardCore:
     """A shard's core from its command-line arguments (see children.shard_argv);
     `metrics`: keep the histograms of the metrics endpoint; `tubes`: the per-tube policies
@@ -40,7 +43,10 @@ def open_core(
     owns_default = tube_shard("default", shards) == index
     policies = Policies(json.loads(tubes)) if tubes else None
     core = ShardCore(index, owns_default, events, wal, origins, metrics, policies)
-    core.engine.copy_id = CopyIds(index, shards, core.engine.jobs).take  # fanout's copies
+    mark = os.path.join(wal_args[0], "copy-ids") if wal_args else None
+    if mark is None and run_dir:
+        mark = os.path.join(run_dir, f"copy-ids-{index}")
+    core.engine.copy_id = CopyIds(index, shards, core.engine.jobs, mark).take  # fanout's copies
     live.on_change(core.take_live)
     return core
 
@@ -58,7 +64,8 @@ def main(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    core = open_core(index, shards, events_dir, server_id, wal_args, settle_from, metrics, tubes)
+    store = (events_dir, server_id, wal_args, settle_from)
+    core = open_core(index, shards, *store, metrics, tubes, run_dir)
     server = ShardServer(core, ipc_endpoint(run_dir, f"shard-{index}"))
     server.watch_signals()
     try:

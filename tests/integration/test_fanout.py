@@ -190,3 +190,29 @@ def test_expired_to_needs_a_log_written_with_tube_families(shardq_launch, tmp_pa
         f"tubes.jobs*.expired_to: {wal} was written before tube families, so a tube's family "
         "may be on another shard; drain its jobs into a new log directory to move expired jobs"
     )
+
+
+def test_a_restarted_shard_without_a_log_never_reuses_a_copys_id(shardq_server, tmp_path) -> None:
+    """Without -b a shard that crashes comes back empty, but a client may still hold a copy's
+    id (a later `delete` of it must not hit another job): the ids go on."""
+    import os
+    import signal
+
+    from helpers import poll_for
+
+    family = tube_on_shard(2, 4, "fam")  # shard 2 runs in a process of its own
+    srv = shardq_server(
+        4, ("--serving", "2", *config(tmp_path, f"tubes:\n  {family}: {{fanout: true}}\n"))
+    )
+    pid = srv.wait_all_children()["shard 2"]
+    with client(srv.port, use=family, watch=f"{family}+m") as c:
+        c.put("one")
+        c.use(f"{family}+m")
+        first = c.peek_ready().id
+        os.kill(pid, signal.SIGKILL)
+        poll_for(lambda: srv.roles().get("shard 2") not in (None, pid), timeout=10)
+        c.use(family)
+        c.put("two")  # waits for the restarted shard
+        c.use(f"{family}+m")
+        second = c.peek_ready().id
+        assert second > first  # not the id the lost copy had

@@ -93,7 +93,8 @@ def test_the_ids_a_shard_makes_are_its_own_by_the_block_rule(shards: int) -> Non
 
 
 def test_copy_ids_go_on_after_the_highest_a_shard_holds() -> None:
-    from shardq.cluster.routing import CopyIds, copy_id
+    from shardq.cluster.routing import copy_id
+    from shardq.storage.copy_ids import CopyIds
 
     assert CopyIds(1, 4).take() == copy_id(1, 4, 0)
     held = [7, copy_id(1, 4, 2000), copy_id(1, 4, 15), copy_id(2, 4, 9000)]
@@ -111,3 +112,16 @@ def test_a_new_log_directory_routes_by_family_an_old_one_by_name(tmp_path) -> No
     assert check_layout(str(tmp_path), 4) is False
     with pytest.raises(LayoutError, match="holds the log of 4 shards"):
         check_layout(str(tmp_path), 2)
+
+
+def test_copy_ids_never_go_back_after_a_restart_without_the_jobs(tmp_path) -> None:
+    from shardq.cluster.routing import copy_id
+    from shardq.storage.copy_ids import CopyIds
+
+    mark = str(tmp_path / "copy-ids")
+    ids = CopyIds(0, 2, (), mark)
+    first = [ids.take() for _ in range(ID_BLOCK + 1)]  # a second block begun
+    assert first[-1] == copy_id(0, 2, ID_BLOCK)
+    again = CopyIds(0, 2, (), mark)  # restarted with none of those jobs (no -b)
+    assert again.take() == copy_id(0, 2, 2 * ID_BLOCK)  # after every block begun
+    assert (tmp_path / "copy-ids").read_text() == "3\n"
