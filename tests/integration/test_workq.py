@@ -207,6 +207,25 @@ def test_one_job_two_doors(workq_server, shards: int) -> None:
 
 
 @pytest.mark.parametrize("shards", SHARDS)
+def test_a_payload_of_1_mib_whatever_z_says(workq_server, shards: int) -> None:
+    """Workq's payloads go up to 1 MiB; beanstalk's -z (65,535 by default) bounds what a
+    beanstalk client may put, not what the Workq door puts for its clients."""
+    server = workq_server(shards, ("--serving", "2") if shards > 1 else ())
+    c = Workq(server.workq)
+    big = bytes(range(256)) * 4096  # 1 MiB exactly
+    first, second = new_id(), new_id()
+    assert add(c, first, "big", big) == b"+OK\r\n"
+    assert add(c, second, "big", big) == b"+OK\r\n"
+    leased = c.cmd(b"lease big 5000\r\n", timeout=10)
+    assert leased == f"+OK 1\r\n{first} big 1000 {len(big)}\r\n".encode() + big + b"\r\n"
+    with greenstalk.Client(("127.0.0.1", server.port), watch="big", encoding=None) as bs:
+        assert bs.reserve(timeout=5).body == big  # a beanstalk worker gets it whole
+        with pytest.raises(greenstalk.JobTooBigError):
+            bs.put(big)  # while its own puts stay within -z
+    c.close()
+
+
+@pytest.mark.parametrize("shards", SHARDS)
 def test_everything_is_kept_across_a_restart_with_b(workq_server, tmp_path, shards: int) -> None:
     flags = wal_args(tmp_path / f"wal{shards}")
     server = workq_server(shards, flags)

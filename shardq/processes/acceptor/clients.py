@@ -31,6 +31,9 @@ FD_RESERVE = 64  #: descriptors never given to clients (ZeroMQ, the log, handoff
 #: A connection whose unparsed input passes this (or one largest put, if more) is not
 #: read from until its commands have consumed it: as beanstalkd, which stops reading.
 INPUT_BYTES = 1 << 20
+#: the largest job the server's own front-ends may put, whatever -z says (Workq's 1 MiB
+#: payload; each front-end checks its own protocol's limit before it puts)
+FRONT_MAX_JOB = 1 << 20
 #: A peek joins a connection's pipeline only while fewer than this many commands are in
 #: flight, so the replies on their way to it (job bodies) are bounded too (at 128, 60 KB
 #: jobs: +34 MiB at most, measured; 512: +96 MiB). Other commands' replies are small.
@@ -132,6 +135,21 @@ def pause_input(self: Acceptor, conn: Conn) -> None:
         self.interest(conn)
 
 
+def job_limit(self: Acceptor, private: bool) -> int:
+    """The largest put a connection may make: -z, or FRONT_MAX_JOB for a front-end's."""
+    return max(self.max_job_size, FRONT_MAX_JOB) if private else self.max_job_size
+
+
+def is_private(self: Acceptor, sock: socket.socket) -> bool:
+    """Did `sock` come in through the run directory's unix socket (a front-end's)?"""
+    private = self.private
+    return (
+        private is not None
+        and sock.family == socket.AF_UNIX
+        and sock.getsockname() == private.getsockname()
+    )
+
+
 def accept(self: Acceptor, private: bool = False) -> None:
     """Take the connections waiting on the shared listening socket. With several serving
     processes at most ACCEPT_SHARE per turn: the others are woken too, and a process
@@ -169,7 +187,7 @@ def accept(self: Acceptor, private: bool = False) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
             sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
-        conn = Conn(self.next_conn, sock, self.max_job_size)
+        conn = Conn(self.next_conn, sock, job_limit(self, private))
         if tls is not None:
             conn.handshaking = True  # done in read(), as the client's messages come
             conn.moves = MAX_MOVES  # TLS state cannot be handed to another process

@@ -156,7 +156,7 @@ def adopt(self: Acceptor, inbox: Inbox) -> None:
             sock.close()
             continue
         sock.setblocking(False)
-        conn = Conn(self.next_conn, sock, self.max_job_size)
+        conn = Conn(self.next_conn, sock, self.job_limit(self.is_private(sock)))
         self.next_conn += MAX_SERVING
         conn.use, conn.watch = state.use, list(state.watch)
         conn.producer, conn.worker = state.producer, state.worker

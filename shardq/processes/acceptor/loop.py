@@ -87,6 +87,8 @@ class Acceptor:
     finish = clients.finish
     write = clients.write
     accept = clients.accept
+    job_limit = clients.job_limit
+    is_private = clients.is_private
     pause_accepting = clients.pause_accepting
     resume_accepting = clients.resume_accepting
     read = clients.read
@@ -223,7 +225,8 @@ class Acceptor:
         self.tls_failed = 0
         self.max_output = max_output_bytes
         self.output_closed = 0
-        self.max_input = max(clients.INPUT_BYTES, max_job_size + 1024)  # + a put line
+        job_max = max(max_job_size, clients.FRONT_MAX_JOB)
+        self.max_input = max(clients.INPUT_BYTES, job_max + 1024)  # + a put line
         self.draining = False
         self.last_stamp = 0
         self.retry_soon = False
