@@ -309,20 +309,27 @@ def housekeeping(front: Frontend, s: Session) -> Task:
     """The janitor's task: jobs the journal left with no tube entry, and leases past their
     TTR, go back to their tube (or fail, past max-attempts); jobs past their ttl go, result
     and all (counted as evicted if they were not done)."""
-    for j in front.registry.take_orphans():
-        yield from requeue(front, s, j)
+    todo = front.registry.take_orphans()
     ended, expired = front.registry.due(now_ms())
     for j in ended:
         if front.registry.lease_ended(j):
-            yield from requeue(front, s, j)
+            todo.append(j)
         else:
             front.changed(j)
             front.notify(j.id)
-    for j in expired:
+    # what is left of these if the janitor's server connection goes midway is given back
+    # (Frontend.closed): requeued or retired by the next janitor, never stranded
+    front.janitor_work = (todo, expired)
+    while todo:
+        yield from requeue(front, s, todo[0])
+        todo.pop(0)
+    while expired:
+        j = expired[0]
+        yield from retire(front, s, j)
         if not j.done:
             front.registry.evicted += 1
-        yield from retire(front, s, j)
         front.forget(j)
+        expired.pop(0)
     return None
 
 

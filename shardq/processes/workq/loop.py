@@ -62,6 +62,8 @@ class Frontend(FrontendLoop):
         self.put_tokens = itertools.count(1)
         self.puts_in_flight: set[int] = set()  # puts whose INSERTED is not read yet
         self.janitor: Session | None = None
+        #: the janitor's turn: (jobs to queue again, jobs to retire) not done yet
+        self.janitor_work: tuple[list[WorkqJob], list[WorkqJob]] = ([], [])
         self.book: Journal | None = None
         if journal_dir is not None:
             self.book = open_journal(journal_dir, sync)
@@ -126,6 +128,11 @@ class Frontend(FrontendLoop):
     def closed(self, s: Session) -> None:
         if s is self.janitor:
             self.janitor = None
+            todo, expired = self.janitor_work  # its connection went midway: give them back
+            self.registry.orphans += todo
+            for gone in expired:
+                self.registry.expire_now(gone, now_ms())
+            self.janitor_work = ([], [])
         j = self.runs.pop(s.id, None)
         if j is not None:  # its run ended with its client: the job goes (by the janitor)
             self.unwait(j.id, s)
