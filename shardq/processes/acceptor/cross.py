@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import heapq
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
@@ -201,14 +200,14 @@ def disconnect(self: Acceptor, conn: Conn) -> None:
     holding = {self.job_shard(job_id) for job_id in conn.reserved}
     if len(holding) < 2:
         holding = set()
-    for shard in conn.shards | holding:
-        if shard not in holding:
-            self.request(shard, ops.DISCONNECT, conn, [], None)
+    for shard in conn.shards - holding:
+        self.request(shard, ops.DISCONNECT, conn, [], None)
     if not holding:
         return
     unanswered = set(holding)
 
-    def answered(shard: int) -> None:
+    def answered(shard: int, _conn: Conn | None, _payload: list[Any]) -> None:
+        """A shard has the jobs ready and their tubes held: once all have, UNHOLD."""
         unanswered.discard(shard)
         if not unanswered:
             for target in holding:
@@ -216,12 +215,7 @@ def disconnect(self: Acceptor, conn: Conn) -> None:
 
     for shard in holding:
         rid = self.request(shard, ops.DISCONNECT, conn, [True], None)
-        self.pending[rid] = (None, functools.partial(held_answer, answered, shard))
+        self.pending[rid] = (None, functools.partial(answered, shard))
         # forgotten, not resent, if the shard restarts (resync: its connection is gone);
         # the other shards' holds then end by themselves (closing.HOLD_S)
         self.inflight[rid] = (shard, [ops.DISCONNECT, rid, conn.id, True])
-
-
-def held_answer(answered: Callable[[int], None], shard: int, _conn: Conn | None, _p: Any) -> None:
-    """A shard has the closed connection's jobs ready, its tubes held (`disconnect`)."""
-    answered(shard)
