@@ -5,6 +5,8 @@ back on disconnect, and the items kept across a restart with -b."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -12,9 +14,11 @@ import time
 
 import greenstalk
 import pytest
-from helpers import REPO_ROOT, poll_for
+from helpers import REPO_ROOT, poll_for, wal_args
 from kestrel_server import Raw, kestrel_server_fixture  # noqa: F401  (the fixture)
 from pymemcache.client.base import Client
+
+from shardq.bench.procs import group_members, role_of_pid
 
 SHARDS = [1, 4]
 
@@ -77,6 +81,35 @@ def test_expired_items_are_never_returned(kestrel_server, shards: int) -> None:
         assert poll_for(lambda: bs.stats_tube("exp")["current-jobs-ready"] == 0, timeout=5)
     stats = mc.stats()
     assert int(stats[b"queue_exp_expired_items"]) >= 2
+
+
+def ready(bs: greenstalk.Client, tube: str) -> int:
+    """Ready jobs of `tube` (0 once it is gone: nothing in it, nobody on it)."""
+    try:
+        return int(bs.stats_tube(tube)["current-jobs-ready"])
+    except greenstalk.NotFoundError:
+        return 0
+
+
+def test_items_that_expire_while_the_server_restarts_still_go(kestrel_server, tmp_path) -> None:
+    """The janitor deletes expired items through its own server connection; if that
+    connection goes midway (its serving process, which hosts the shard, killed), the items
+    of its batch are due again and the next janitor deletes them (they stayed, reservable
+    by beanstalk, until a Kestrel get came by)."""
+    server = kestrel_server(1, wal_args(tmp_path / "exp"))
+    mc = memcache(server.kestrel)
+    with greenstalk.Client(("127.0.0.1", server.port)) as bs:
+        mc.set("warm", b"w", expire=1)  # the janitor's connection is made (and taken)
+        assert poll_for(lambda: ready(bs, "warm") == 0, timeout=5)
+        for n in range(20):
+            mc.set("gone", b"%d" % n, expire=1)
+    serving = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "acceptor")
+    os.kill(serving, signal.SIGSTOP)  # the janitor's deletes are sent, not answered
+    time.sleep(2.2)
+    os.kill(serving, signal.SIGKILL)  # and its connection goes (the supervisor restarts it)
+    poll_for(lambda: any(role_of_pid(p) == "acceptor" for p in group_members(server.proc.pid)))
+    with greenstalk.Client(("127.0.0.1", server.port)) as bs:
+        assert poll_for(lambda: ready(bs, "gone") == 0, timeout=5)
 
 
 @pytest.mark.parametrize("shards", SHARDS)

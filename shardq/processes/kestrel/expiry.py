@@ -96,6 +96,14 @@ class ExpiryBook:
             heapq.heappop(self.heap)
         return self.heap[0][0] if self.heap else None
 
+    def again(self, jobs: list[int]) -> None:
+        """Jobs `due` gave out whose deletion may not have happened (the janitor's server
+        connection went midway): due again, those still in the book."""
+        for job in jobs:
+            entry = self.at.get(job)
+            if entry is not None:
+                heapq.heappush(self.heap, (entry[0], job))
+
     def due(self, now_ms: int, most: int) -> list[int]:
         """Up to `most` jobs past their expiry, taken off the heap (they stay in the book
         until `forget`)."""

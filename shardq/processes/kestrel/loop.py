@@ -63,6 +63,7 @@ class Frontend(FrontendLoop):
             self.expiry.keep(journal_dir, sync, self.fanout)
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
+        self.janitor_jobs: list[int] = []  # the janitor's last batch of expired jobs
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
         return KestrelSession(sid, sock, backend, self.max_item)
@@ -87,6 +88,8 @@ class Frontend(FrontendLoop):
         assert isinstance(s, KestrelSession)
         if s is self.janitor:
             self.janitor = None
+            self.expiry.again(self.janitor_jobs)  # its connection may have gone midway
+            self.janitor_jobs = []
         self.open_ids.difference_update(s.open.values())
         s.open.clear()
 
@@ -116,6 +119,7 @@ class Frontend(FrontendLoop):
             return
         jobs = self.expiry.due(commands.now_ms(), commands.EXPIRE_BATCH)
         if jobs:
+            self.janitor_jobs = jobs
             self.start(self.janitor, commands.expire(self, self.janitor, jobs))
 
     def next_due(self) -> float | None:
