@@ -17,6 +17,13 @@ from shardq.engine.core import EngineCore
 
 
 class Fanning(EngineCore):
+    def copies(self, tube_name: str) -> int:
+        """How many copies a put to `tube_name` would make now."""
+        tube = self.tubes.get(tube_name)
+        if tube is None or tube.policy is None or not tube.policy.fanout or self.copy_id is None:
+            return 0
+        return len(self.families.get(tube_name, ()))
+
     def _copies(self, tube_name: str) -> list[tuple[int, str]]:
         """(id, tube) of each copy a put to `tube_name` makes (its policy says fanout): one
         for every other tube of its family, in name order (engine.py puts them)."""

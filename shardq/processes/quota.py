@@ -67,23 +67,25 @@ class Quota:
                 self.lock.release()
             self.lock.acquire()
 
-    def admit(self, shard: int, nbytes: int) -> bool:
-        """Take room for one job of `nbytes` (`job_bytes`) for `shard`; False if either
-        limit would be passed (the put is answered OUT_OF_MEMORY)."""
+    def admit(self, shard: int, nbytes: int, jobs: int = 1) -> bool:
+        """Take room for `jobs` jobs of `nbytes` each (`job_bytes`: a put and its fanout
+        copies) for `shard`; False if either limit would be passed (the put is answered
+        OUT_OF_MEMORY)."""
         w = self.words
+        total = nbytes * jobs
         self._acquire()
         try:
             max_jobs, max_bytes = w[MAX_JOBS], w[MAX_BYTES]
-            if (max_jobs and w[JOBS] + 1 > max_jobs) or (
-                max_bytes and w[BYTES] + nbytes > max_bytes
+            if (max_jobs and w[JOBS] + jobs > max_jobs) or (
+                max_bytes and w[BYTES] + total > max_bytes
             ):
                 w[REFUSED] += 1
                 return False
             slot = HEAD + 2 * shard
-            w[JOBS] += 1
-            w[BYTES] += nbytes
-            w[slot] += 1
-            w[slot + 1] += nbytes
+            w[JOBS] += jobs
+            w[BYTES] += total
+            w[slot] += jobs
+            w[slot + 1] += total
             return True
         finally:
             self.lock.release()

@@ -168,7 +168,7 @@ class ShardCore(Holding):
         """A plain request/reply op from the hosting acceptor: its payload, with no rid or
         peer to carry (the acceptor's direct path, see Acceptor.call)."""
         try:
-            if op == ops.PUT and not self.admit(len(args[6])):
+            if op == ops.PUT and not self.admit_put(args):
                 return [proto.OUT_OF_MEMORY]  # not taken
             payload = HANDLERS[op](self.engine, conn, args, now)
         except Exception as e:  # one bad request must not take the shard down
@@ -176,13 +176,18 @@ class ShardCore(Holding):
         assert payload is not None, op  # only ops with a reply come this way
         return payload
 
-    def admit(self, body_len: int) -> bool:
-        """May a put of a `body_len`-byte body be taken? There must be room to log it
-        (`Wal.admit`) and room under limits.max_jobs and max_memory (`quota.Quota.admit`);
-        False: it is answered OUT_OF_MEMORY."""
-        if self.wal is not None and (self.log_fault is not None or not self.wal.admit(body_len)):
+    def admit_put(self, args: list[Any]) -> bool:
+        """May this PUT be taken, with the copies its tube's fanout makes (engine/fanout.py)?
+        There must be room to log them all (`Wal.admit`) and room under limits.max_jobs and
+        max_memory (`quota.Quota.admit`); False: it is answered OUT_OF_MEMORY."""
+        body_len, engine = len(args[6]), self.engine
+        jobs = 1 + engine.copies(args[2]) if engine.families else 1
+        wal = self.wal
+        if wal is not None and (
+            self.log_fault is not None or not all(wal.admit(body_len) for _ in range(jobs))
+        ):
             return False
-        return self.quota is None or self.quota.admit(self.index, job_bytes(body_len))
+        return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
 
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client, or
@@ -197,7 +202,7 @@ class ShardCore(Holding):
         op, rid, conn, args = req[0], req[1], req[2], req[3:]
         if self.settling is not None and op in SETTLING_OPS:
             return self.while_settling(self.settling, peer, req)
-        if op == ops.PUT and not self.admit(len(args[6])):
+        if op == ops.PUT and not self.admit_put(args):
             return [proto.OUT_OF_MEMORY]  # not taken
         if self.closing.holds and op in HOLDABLE and self.closing.defers(self.engine, op, args):
             self.closing.deferred.add(peer, req)

@@ -216,3 +216,19 @@ def test_a_restarted_shard_without_a_log_never_reuses_a_copys_id(shardq_server, 
         c.use(f"{family}+m")
         second = c.peek_ready().id
         assert second > first  # not the id the lost copy had
+
+
+@pytest.mark.parametrize(("shards", "serving"), SHARDS, ids=IDS)
+def test_a_put_and_its_copies_are_admitted_together(
+    shardq_server, tmp_path, shards: int, serving: str
+) -> None:
+    """limits.max_jobs counts the copies a put would make: a put whose copies would pass it
+    is refused whole (OUT_OF_MEMORY), as a put that would pass it alone is."""
+    srv = shardq_server(shards, ("--serving", serving, "--max-jobs", "4", *config(tmp_path)))
+    with client(srv.port, use="orders", watch=["orders+a", "orders+b"]) as c:
+        c.put("one")  # and its two copies: 3 jobs
+        with pytest.raises(greenstalk.OutOfMemoryError):
+            c.put("two")  # 3 more would make 6
+        assert c.stats()["current-jobs-ready"] == 3
+        c.use("plain")
+        c.put("fits")  # a put with no copies still fits: 4
