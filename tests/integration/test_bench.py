@@ -168,11 +168,13 @@ def test_bench_keep_leaves_the_jobs_and_says_so(fresh_port: int) -> None:
 
 
 def test_bench_names_the_address_it_cannot_reach() -> None:
-    from shardq.bench.procs import free_port
-
-    port = free_port()  # nothing listens there
-    started = time.monotonic()
-    done = _bench_run(port, "-d", "1")
+    # a port bound and never listened on: connections are refused, and no other test's
+    # server can take it meanwhile (a port merely found free could be: it was, once in CI)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        started = time.monotonic()
+        done = _bench_run(port, "-d", "1")
     assert done.returncode == 1
     assert done.stderr.strip() == f"shardq bench: cannot reach 127.0.0.1:{port}: connection refused"
     assert time.monotonic() - started < 10
