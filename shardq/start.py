@@ -132,18 +132,16 @@ def check_metrics_port(config: Config, overrides: dict[str, Any]) -> None:
         raise MetricsPortError(f"{name}: {problem}") from None
 
 
-def check_tls(config: Config, overrides: dict[str, Any]) -> None:
-    """TLS settings that work, or one line naming the key: cert and key go together, and
-    each file must load (the serving processes load them again)."""
-    cert, key, ca = config.tls_cert, config.tls_key, config.tls_client_ca
+def check_cert_pair(
+    config: Config, overrides: dict[str, Any], cert_field: str, key_field: str
+) -> bool:
+    """A certificate and its key given together, and loading; False if neither is given.
+    A problem is one ConfigError naming the key."""
+    cert, key = getattr(config, cert_field), getattr(config, key_field)
     if cert is None and key is None:
-        if ca is not None:
-            name = setting_name("tls_client_ca", overrides, config)
-            raise ConfigError(name, "needs tls.cert and tls.key")
-        return
+        return False
     if cert is None or key is None:
-        missing = "tls_cert" if cert is None else "tls_key"
-        given = "tls_key" if cert is None else "tls_cert"
+        given, missing = (key_field, cert_field) if cert is None else (cert_field, key_field)
         raise ConfigError(
             setting_name(given, overrides, config), f"needs {FIELDS[missing][0]} as well"
         )
@@ -152,9 +150,25 @@ def check_tls(config: Config, overrides: dict[str, Any]) -> None:
     except (OSError, ssl.SSLError) as e:
         reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
         raise ConfigError(
-            setting_name("tls_cert", overrides, config), f"cannot load {cert} / {key}: {reason}"
+            setting_name(cert_field, overrides, config), f"cannot load {cert} / {key}: {reason}"
         ) from None
+    return True
+
+
+def check_tls(config: Config, overrides: dict[str, Any]) -> None:
+    """TLS settings that work, or one line naming the key: cert and key go together, and
+    each file must load (the serving processes and the metrics process load them again):
+    the beanstalk port's (tls.*) and the metrics endpoint's (metrics.tls_*)."""
+    check_cert_pair(config, overrides, "metrics_tls_cert", "metrics_tls_key")
+    ca = config.tls_client_ca
+    if not check_cert_pair(config, overrides, "tls_cert", "tls_key"):
+        if ca is not None:
+            name = setting_name("tls_client_ca", overrides, config)
+            raise ConfigError(name, "needs tls.cert and tls.key")
+        return
     if ca is not None:
+        cert, key = config.tls_cert, config.tls_key
+        assert cert is not None and key is not None  # check_cert_pair said so
         try:
             tls_context(cert, key, ca)
         except (OSError, ssl.SSLError) as e:

@@ -254,3 +254,17 @@ def killed_at_fsync(pid: int) -> Iterator[subprocess.Popen[bytes]]:
         if tracer.poll() is None:
             tracer.kill()
             tracer.wait()
+
+
+def make_cert(directory: Path, name: str, cn: str) -> tuple[Path, Path]:
+    """A self-signed certificate (it is its own CA) with an EC key; (cert, key)."""
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+        + ["-nodes", "-days", "2", "-subj", f"/CN={cn}", "-keyout", str(key), "-out", str(cert)]
+        + ["-addext", f"subjectAltName=IP:{cn}"],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return cert, key

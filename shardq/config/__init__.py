@@ -48,6 +48,8 @@ YAML layout::
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
     metrics:
       listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
+      tls_cert: null       # PEM certificate (chain); with tls_key: the endpoint is HTTPS
+      tls_key: null        # PEM private key
     kestrel:
       listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
       port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
@@ -154,6 +156,8 @@ class Config:
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
+    metrics_tls_cert: str | None = None  # with metrics_tls_key: HTTPS on the metrics port
+    metrics_tls_key: str | None = None  # (no flag: the config file's metrics.tls_*)
     kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
     kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
     workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
@@ -196,6 +200,8 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
     "metrics_listen": ("metrics.listen", _host_port),
+    "metrics_tls_cert": ("metrics.tls_cert", _path),
+    "metrics_tls_key": ("metrics.tls_key", _path),
     "kestrel_listen": ("kestrel.listen", _word),
     "kestrel_port": ("kestrel.port", _port_or_null),
     "workq_listen": ("workq.listen", _word),

@@ -174,6 +174,8 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("--listen-fd", type=int, required=True, help="the HTTP socket")
     metrics.add_argument("--serving", type=int, default=1, help="how many serving processes")
     metrics.add_argument("--roles", required=True, help="role labels that must run, by commas")
+    metrics.add_argument("--tls-cert", default=None, help="PEM chain: HTTPS [plain HTTP]")
+    metrics.add_argument("--tls-key", default=None, help="PEM private key")
     metrics.add_argument(
         "--no-serving-stats",
         action="store_true",
@@ -330,6 +332,8 @@ def run_metrics(args: argparse.Namespace) -> None:
         args.serving,
         args.roles.split(","),
         not args.no_serving_stats,
+        args.tls_cert,
+        args.tls_key,
     )
 
 

@@ -217,5 +217,7 @@ def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) ->
         serving=cfg.serving,
         roles=",".join(names),
         no_serving_stats=not cfg.colocate,
+        tls_cert=cfg.metrics_tls_cert,
+        tls_key=cfg.metrics_tls_key,
         **common_options(cfg, run_dir),
     )

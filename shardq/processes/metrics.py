@@ -5,11 +5,13 @@
   `metrics_gather.ANSWER_WITHIN_S`, else 503 with one line per problem;
 * ``/``: the dashboard page, which polls ``/api/summary`` (JSON) every second.
 
-A thin shell: the supervisor binds the port and passes it (a restarted metrics process keeps
-it); one thread, `http.server` handling one request at a time (HTTP/1.0, the connection
-closed after each answer, a 5 s socket timeout so a slow client cannot hold it), woken at
-least once a second for the supervisor check (`lifeline`). Each request gathers a fresh view
-(`metrics_gather.Gatherer`): nothing is polled while nobody asks.
+With ``metrics.tls_cert`` and ``metrics.tls_key`` the port speaks HTTPS (each connection's
+handshake done at accept, within HANDSHAKE_S). A thin shell: the supervisor binds the port
+and passes it (a restarted metrics process keeps it); one thread, `http.server` handling one
+request at a time (HTTP/1.0, the connection closed after each answer, a 5 s socket timeout
+so a slow client cannot hold it), woken at least once a second for the supervisor check
+(`lifeline`). Each request gathers a fresh view (`metrics_gather.Gatherer`): nothing is
+polled while nobody asks.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import logging
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -28,11 +31,13 @@ from shardq.metrics.exposition import CONTENT_TYPE, render
 from shardq.metrics.page import dashboard_html
 from shardq.metrics.summary import summary
 from shardq.processes import lifeline
+from shardq.processes.listener import tls_context
 from shardq.processes.metrics_gather import Gatherer
 
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 5.0  #: a client that sends nothing for this long is closed
+HANDSHAKE_S = 5.0  #: with TLS, the longest a client may take over its handshake
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -105,6 +110,21 @@ class MetricsServer(HTTPServer):
         self.gatherer = gatherer
         self.shards = shards
         self.serving = serving
+        self.tls: ssl.SSLContext | None = None  # HTTPS (metrics.tls_cert / tls_key)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        """The next connection; with TLS, its handshake done (within HANDSHAKE_S: a client
+        that stalls holds the endpoint no longer). A failed handshake is an OSError
+        (ssl.SSLError is one), which `handle_request` drops quietly."""
+        sock, address = self.socket.accept()
+        if self.tls is not None:
+            sock.settimeout(HANDSHAKE_S)
+            try:
+                sock = self.tls.wrap_socket(sock, server_side=True)
+            except OSError:
+                sock.close()
+                raise
+        return sock, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.exception("metrics: a request from %s failed", client_address)
@@ -121,6 +141,8 @@ def main(
     serving: int,
     expected: list[str],
     serving_stats: bool = True,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
 ) -> None:
     """`serving_stats`: False when the serving processes host no shard (--no-colocate):
     their part of `stats` (commands, connections) cannot be had, and is left out."""
@@ -128,6 +150,8 @@ def main(
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     gatherer = Gatherer(run_dir, shards, tuple(expected), serving_stats)
     server = MetricsServer(listen_fd, gatherer, shards, serving)
+    if tls_cert is not None and tls_key is not None:
+        server.tls = tls_context(tls_cert, tls_key, None)
     try:
         while True:
             lifeline.check()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import urllib.error
@@ -17,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_shard, wal_args
+from helpers import (
+    REPO_ROOT,
+    connect,
+    make_cert,
+    poll_for,
+    read_replies,
+    send,
+    tube_on_shard,
+    wal_args,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from shardq.bench.procs import metrics_port as printed_metrics_port
@@ -247,6 +257,29 @@ def test_without_metrics_there_is_no_port_and_no_histogram(
     roles = server.wait_all_children()
     assert "metrics" not in roles
     assert not (server.run_dir / "metrics-address").exists()
+
+
+def test_metrics_over_https(shardq_server: Callable[..., Any], shardq_launch, tmp_path) -> None:
+    """metrics.tls_cert and metrics.tls_key: the endpoint speaks HTTPS only; a half-given
+    pair stops the start with one line naming the key."""
+    cert, key = make_cert(tmp_path, "metrics", "127.0.0.1")
+    conf = tmp_path / "https.yaml"
+    conf.write_text(f"metrics:\n  listen: 127.0.0.1:0\n  tls_cert: {cert}\n  tls_key: {key}\n")
+    server = shardq_server(shards=1, extra=("--config", str(conf)))
+    port = metrics_port(server.run_dir)
+    context = ssl.create_default_context(cafile=str(cert))
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/health", context=context) as answer:
+        assert (answer.status, answer.read()) == (200, b"ok\n")
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        http_get(port, "/health")  # plain HTTP gets no answer
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/health", context=context) as answer:
+        assert answer.status == 200  # and the endpoint goes on
+    conf.write_text(f"metrics:\n  listen: 127.0.0.1:0\n  tls_cert: {cert}\n")
+    proc, _run, _tmp, stderr_path = shardq_launch(1, ("--config", str(conf)))
+    assert proc.wait(20) == 2
+    assert stderr_path.read_text().strip() == (
+        f"shardq: {conf}: metrics.tls_cert: needs metrics.tls_key as well"
+    )
 
 
 def test_a_bad_or_busy_address_is_refused_with_one_line(shardq_launch) -> None:
