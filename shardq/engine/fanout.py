@@ -17,18 +17,20 @@ from shardq.engine.core import EngineCore
 
 
 class Fanning(EngineCore):
-    def copies(self, tube_name: str) -> int:
-        """How many copies a put to `tube_name` would make now."""
+    def fanout_members(self, tube_name: str) -> list[str]:
+        """The tubes a put to `tube_name` is copied to now, in name order: the other tubes
+        of its family, if its policy says fanout (and the shell gave copies ids)."""
         tube = self.tubes.get(tube_name)
         if tube is None or tube.policy is None or not tube.policy.fanout or self.copy_id is None:
-            return 0
-        return len(self.families.get(tube_name, ()))
+            return []
+        return sorted(self.families.get(tube_name, ()))
+
+    def copies(self, tube_name: str) -> int:
+        """How many copies a put to `tube_name` would make now (admission counts them)."""
+        return len(self.fanout_members(tube_name))
 
     def _copies(self, tube_name: str) -> list[tuple[int, str]]:
-        """(id, tube) of each copy a put to `tube_name` makes (its policy says fanout): one
-        for every other tube of its family, in name order (engine.py puts them)."""
+        """(id, tube) of each copy a put to `tube_name` makes (engine.py puts them)."""
+        members = self.fanout_members(tube_name)
         copy_id = self.copy_id
-        members = self.families.get(tube_name)
-        if copy_id is None or not members:
-            return []
-        return [(copy_id(), name) for name in sorted(members)]
+        return [] if copy_id is None else [(copy_id(), name) for name in members]

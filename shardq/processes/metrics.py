@@ -6,7 +6,7 @@
 * ``/``: the dashboard page, which polls ``/api/summary`` (JSON) every second.
 
 With ``metrics.tls_cert`` and ``metrics.tls_key`` the port speaks HTTPS (each connection's
-handshake done at accept, within HANDSHAKE_S). A thin shell: the supervisor binds the port
+handshake done at accept, within REQUEST_TIMEOUT_S). A thin shell: the supervisor binds the port
 and passes it (a restarted metrics process keeps it); one thread, `http.server` handling one
 request at a time (HTTP/1.0, the connection closed after each answer, a 5 s socket timeout
 so a slow client cannot hold it), woken at least once a second for the supervisor check
@@ -37,7 +37,6 @@ from shardq.processes.metrics_gather import Gatherer
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 5.0  #: a client that sends nothing for this long is closed
-HANDSHAKE_S = 5.0  #: with TLS, the longest a client may take over its handshake
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -113,12 +112,12 @@ class MetricsServer(HTTPServer):
         self.tls: ssl.SSLContext | None = None  # HTTPS (metrics.tls_cert / tls_key)
 
     def get_request(self) -> tuple[socket.socket, Any]:
-        """The next connection; with TLS, its handshake done (within HANDSHAKE_S: a client
-        that stalls holds the endpoint no longer). A failed handshake is an OSError
+        """The next connection; with TLS, its handshake done (within REQUEST_TIMEOUT_S: a
+        client that stalls holds the endpoint no longer). A failed handshake is an OSError
         (ssl.SSLError is one), which `handle_request` drops quietly."""
         sock, address = self.socket.accept()
         if self.tls is not None:
-            sock.settimeout(HANDSHAKE_S)
+            sock.settimeout(REQUEST_TIMEOUT_S)
             try:
                 sock = self.tls.wrap_socket(sock, server_side=True)
             except OSError:
