@@ -7,10 +7,11 @@ each round. RSS may rise while allocator pools fill and, on a loaded machine, ju
 server lags behind the client (more connections and messages alive at once: a high-water
 mark, not a leak; a 300,000-cycle run with 4 shards went 139.5 -> 140.3 MiB). A leak grows
 every round: the lower of the last two rounds may exceed the higher of the first two by at
-most 4 MiB, which catches any leak of about 100 bytes per cycle or more (measured before the
-fix: ~200 bytes per connect/close, 71 -> 87 MB over 80,000 cycles; ~540 bytes with the
-waiting reserve, 71 -> 102 MB over 60,000). After every 2,000 cycles `stats` must show no
-connection or waiter left.
+most 4 MiB (in the last five rounds: up to two more are run when a one-time jump, then
+flat, breaks it in the first five), which catches any leak of about 100 bytes per cycle or
+more (measured before the fix: ~200 bytes per connect/close, 71 -> 87 MB over 80,000
+cycles; ~540 bytes with the waiting reserve, 71 -> 102 MB over 60,000). After every 2,000
+cycles `stats` must show no connection or waiter left.
 
 `make test` runs the default layout (two serving processes, each hosting a shard);
 `make stress` also runs one shard in one process and four shards over one serving process
@@ -35,6 +36,10 @@ BATCH = 2_000  #: cycles between waits for the server to have seen every close (
 #: connections are open at once, and with it the allocator's high-water mark, does not
 #: depend on how far the server lags behind the client on a loaded machine)
 LEVEL_MIB = 4.0  #: min(last two rounds) - max(first two) at most: ~100 B a cycle over 40,000
+#: rounds run past ROUNDS when the level check fails, the window moving on: a one-time jump
+#: (seen once in CI: +4.4 MiB in one round, then flat) leaves the window; a leak grows in
+#: every window of ROUNDS rounds, so it still fails
+EXTRA_ROUNDS = 2
 MIB = 1 << 20
 
 LAYOUTS = {"default": (2, ("--serving", "2"))}
@@ -82,17 +87,21 @@ def test_rss_levels_off_under_connection_churn(
     pids = [server.pid, *server.roles().values()]
     after: list[int] = []
     each: list[str] = []  # per process, for the failure message
-    for _ in range(ROUNDS):
+    while True:
         for _ in range(CYCLES // BATCH):
             churn(server.port, BATCH, first)
             values = settled(server.port)
             assert (values["current-connections"], values["current-waiting"]) == ("1", "0")
         after.append(memory(pids)["rss"])
         each.append(" ".join(f"{memory([pid])['rss'] / MIB:.1f}" for pid in pids))
+        window = after[-ROUNDS:]  # the last ROUNDS rounds
+        grown = (min(window[-2:]) - max(window[:2])) / MIB
+        if len(after) >= ROUNDS and (grown <= LEVEL_MIB or len(after) == ROUNDS + EXTRA_ROUNDS):
+            break
     assert pids == [server.pid, *server.roles().values()], "a process was restarted"
     rounds = ", ".join(f"{rss / MIB:.1f}" for rss in after)
-    grown = (min(after[-2:]) - max(after[:2])) / MIB
     assert grown <= LEVEL_MIB, (
-        f"RSS after each round (MiB): {rounds}; grew {grown:.1f}; per process: {each}"
+        f"RSS after each round (MiB): {rounds}; the last {ROUNDS} grew {grown:.1f}; "
+        f"per process: {each}"
     )
     assert int(values["total-connections"]) >= ROUNDS * CYCLES
