@@ -97,11 +97,12 @@ def write(self: Acceptor, conn: Conn) -> None:
 
 
 def interest(self: Acceptor, conn: Conn) -> None:
-    """Register the connection for what it needs: reading unless paused (`pause_input`),
-    writing while the kernel has not taken all its output. epoll_ctl only on a change."""
+    """Register the connection for what it needs: reading unless paused (`pause_input`) or
+    at its end of input (`read`), writing while the kernel has not taken all its output.
+    epoll_ctl only on a change."""
     if conn.phase is CLOSED:
         return
-    events = (0 if conn.paused else selectors.EVENT_READ) | (
+    events = (0 if conn.paused or conn.eof else selectors.EVENT_READ) | (
         selectors.EVENT_WRITE if conn.out else 0
     )
     if events == conn.events:
@@ -237,10 +238,16 @@ def read(self: Acceptor, conn: Conn) -> None:
         self.close(conn)
         return
     if not n:
+        if conn.eof:  # seen already (a hang-up while its replies are written reports it)
+            return
         # end of input (a close, or a half-close after the last command): as beanstalkd,
         # every command read so far is answered in order, a waiting reserve first (what
-        # is ready now, else TIMED_OUT), and the connection closes after the last answer
+        # is ready now, else TIMED_OUT), and the connection closes after the last answer.
+        # It is not polled for reading again: epoll would report the end in every turn,
+        # and each read would withdraw the waiting reserve once more (a CANCEL, answered,
+        # per turn until the first answer came: tens per connection under churn)
         conn.eof = True
+        self.interest(conn)
         if conn.waiting is not None:
             self.reserve_at_eof(conn)
         elif conn.phase is IDLE and conn.held is None:
