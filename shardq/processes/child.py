@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
-from shardq.processes import live
+from shardq.processes import live, memreport
 from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
@@ -369,6 +369,7 @@ def main(argv: Sequence[str]) -> None:
     tune_gc()
     set_yaml_style(args.stats_yaml)
     live.listen(role_label(args), args.run_dir)
+    memreport.listen(role_label(args), args.run_dir)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})  # blocked by the supervisor
     if args.role != "acceptor":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
