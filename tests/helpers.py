@@ -213,6 +213,17 @@ def expect_eof(sock: socket.socket, timeout: float = READ_DEADLINE) -> None:
         raise UnexpectedData("expected EOF", bytes(buf))
 
 
+def waiting_to_be_accepted(port: int) -> int:
+    """Connections in the listen backlog of 127.0.0.1:`port` (/proc/net/tcp: a listening
+    socket's rx_queue)."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":  # LISTEN
+                return int(fields[4].split(":")[1], 16)
+    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
+
+
 def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: float = 0.01) -> T:
     """Call ``fn`` until it returns a truthy value; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

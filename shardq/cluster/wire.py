@@ -13,7 +13,9 @@ BLOCKS -> [[[block, shard], ...]] (every block leased so far, from its fsynced t
 STATS(acceptor fields dict) -> [reply]; LIST_TUBES -> [reply].
 
 A connection handed from one serving process to another (`Handoff`) travels as one
-datagram on the receiver's unix socket, its file descriptor attached (SCM_RIGHTS).
+datagram on the receiver's unix socket, its file descriptor attached (SCM_RIGHTS); the
+receiver answers on the sender's socket, TAKEN or REFUSED with the sender's `ticket`
+(`pack_answer`), and only then does the sender let the connection go or serve it again.
 
 Times (timeout_at, soon_at, deadlines) are CLOCK_MONOTONIC nanoseconds, which every
 process on the machine shares. Bump WIRE_VERSION on any change of shape.
@@ -25,7 +27,7 @@ from typing import Any, NamedTuple
 
 import msgpack
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
 
 LEASE, STATS, LIST_TUBES, BLOCKS = 30, 31, 32, 33
 
@@ -44,14 +46,29 @@ class Handoff(NamedTuple):
     origin: int  #: the index of the serving process it comes from
     counted: bool  #: its tube references are held (under `origin`); else take them anew
     moves: int  #: how many times it has moved
+    ticket: int  #: what the answer names it by (the sender's connection id)
+
+
+HANDOFF, TAKEN, REFUSED = 0, 1, 2  #: what a handoff datagram is: a connection, or an answer
 
 
 def pack_handoff(handoff: Handoff) -> bytes:
-    return _packer.pack(list(handoff))
+    return _packer.pack([HANDOFF, *handoff])
 
 
-def unpack_handoff(data: bytes) -> Handoff:
-    return Handoff._make(msgpack.unpackb(data, raw=False, use_list=True))
+def pack_answer(kind: int, ticket: int) -> bytes:
+    """TAKEN or REFUSED, for the handover that carried `ticket`."""
+    return _packer.pack([kind, ticket])
+
+
+def unpack_handoff(data: bytes | memoryview) -> Handoff | tuple[int, int]:
+    """A handed-over connection's state, or an answer: (TAKEN or REFUSED, ticket)."""
+    kind, *rest = msgpack.unpackb(data, raw=False, use_list=True)
+    if kind == HANDOFF:
+        return Handoff._make(rest)
+    if kind in (TAKEN, REFUSED) and len(rest) == 1 and isinstance(rest[0], int):
+        return kind, rest[0]
+    raise ValueError(f"not a handoff datagram: kind {kind!r}")
 
 
 def pack(batch: list[Any]) -> bytes:

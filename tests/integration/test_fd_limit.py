@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import selectors
 import socket
 import subprocess
 import sys
@@ -85,6 +86,108 @@ def test_out_of_descriptors_keeps_serving_and_recovers(tmp_path: Path) -> None:
     finally:
         for sock in extra:
             sock.close()
+        if terminate(proc, 10, group=True) is None:
+            kill_group(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+#: Under `prlimit --nofile=1024:1024`, 3,000 clients at once over 2 serving processes.
+SERVING_LIMIT = 1024
+CLIENTS = 3000
+#: answered connections held open before any is closed: more than one serving process can
+#: hold (1024 - 64 kept), fewer than two can, so the one that hosts the clients' tube is
+#: full while the other still hands it connections
+HOLD = 1500
+
+
+def _limit_files_1024() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (SERVING_LIMIT, SERVING_LIMIT))
+
+
+def answer_everyone(port: int, clients: int, hold: int, timeout: float) -> tuple[int, list[str]]:
+    """Connect `clients` sockets at once (non-blocking), send `list-tube-used` on each as
+    its connect completes, and read the answers; hold the answered ones open until `hold`
+    are, then close each as it is answered. Returns (answered, what went wrong)."""
+    sel = selectors.DefaultSelector()
+    socks = []
+    for _ in range(clients):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        sel.register(sock, selectors.EVENT_WRITE, b"")
+        socks.append(sock)
+    answered: list[socket.socket] = []
+    wrong: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(answered) + len(wrong) < clients and time.monotonic() < deadline:
+        for key, _mask in sel.select(1.0):
+            sock, got = key.fileobj, key.data
+            assert isinstance(sock, socket.socket)
+            if not got and key.events == selectors.EVENT_WRITE:  # connected (or not)
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if error:
+                    wrong.append(f"connect: {os.strerror(error)}")
+                    sel.unregister(sock)
+                    continue
+                try:
+                    sock.send(b"list-tube-used\r\n")
+                except OSError as e:
+                    wrong.append(f"send: {e!r}")
+                    sel.unregister(sock)
+                    continue
+                sel.modify(sock, selectors.EVENT_READ, b"")
+                continue
+            try:
+                data = sock.recv(100)
+            except OSError as e:
+                data, got = b"", repr(e).encode()
+            if data and not (got + data).endswith(b"\r\n"):
+                sel.modify(sock, selectors.EVENT_READ, got + data)
+                continue
+            sel.unregister(sock)
+            if got + data != b"USING default\r\n":
+                wrong.append(f"closed without its answer: {got + data!r}")
+                continue
+            answered.append(sock)
+            if len(answered) >= hold:
+                for done in answered[-1 if len(answered) > hold else 0 :]:
+                    done.close()
+    for sock in socks:
+        sock.close()
+    return len(answered), wrong
+
+
+def test_out_of_descriptors_no_accepted_client_is_dropped(tmp_path: Path) -> None:
+    """A connection handed to the serving process of its tube when that process has no
+    descriptor for it is refused, and its sender serves it (issue 22, item 3: about 1,000
+    of 3,000 were closed without a reply, their descriptors dropped in the handover)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard >= CLIENTS + 100, f"the test needs {CLIENTS + 100} descriptors, hard limit {hard}"
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0", "-V"]
+    cmd += ["--shards", "2", "--serving", "2", "--run-dir", str(tmp_path / "run")]
+    with open(tmp_path / "stderr.log", "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=_limit_files_1024,
+        )
+    try:
+        port, _ = wait_listening(proc, 20)
+        assert port is not None, (tmp_path / "stderr.log").read_text()
+        roles = role_pids(proc.pid)
+        answered, wrong = answer_everyone(port, CLIENTS, HOLD, timeout=120)
+        assert wrong == [], f"{len(wrong)} clients, first: {wrong[:3]}"
+        assert answered == CLIENTS
+        assert role_pids(proc.pid) == roles, "a process was restarted"
+        log = (tmp_path / "stderr.log").read_text()
+        assert "Traceback" not in log, log
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         if terminate(proc, 10, group=True) is None:
             kill_group(proc)
         if proc.stdout is not None:

@@ -11,7 +11,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from helpers import connect, poll_for, read_replies, send, tube_on_shard
+from helpers import connect, poll_for, read_replies, send, tube_on_shard, waiting_to_be_accepted
 
 SERVING = ("--serving", "2")
 
@@ -119,3 +119,23 @@ def test_a_restarted_serving_process_forgets_only_its_own_connections(
     assert st["current-jobs-reserved"] == "1", st  # the keeper's, not forgotten
     job = int(held.split()[1])
     assert ask(keeper, b"delete %d\r\n" % job) == [b"DELETED\r\n"]
+
+
+def test_a_connection_handed_to_a_process_that_dies_is_served_by_its_sender(
+    shardq_server: Callable[..., object],
+) -> None:
+    """A handover is answered before the sender lets the connection go: when the process
+    it was handed to dies first, the sender serves it (before: the descriptor queued in
+    the dead process's socket was closed with it, and the client with it)."""
+    srv = shardq_server(2, SERVING)
+    roles = srv.wait_all_children()
+    home = roles["acceptor 1"]  # hosts shard 1, default's (crc32("default") % 2 == 1)
+    os.kill(home, signal.SIGSTOP)
+    try:
+        sock = connect(srv.port)  # accepted by process 0, handed to process 1
+        poll_for(lambda: waiting_to_be_accepted(srv.port) == 0)
+    finally:
+        os.kill(home, signal.SIGKILL)
+    assert ask(sock, b"list-tube-used\r\n") == [b"USING default\r\n"]
+    assert ask(sock, b"put 0 0 60 2\r\nhi\r\n")[0].startswith(b"INSERTED ")
+    sock.close()

@@ -4,6 +4,8 @@ input (issue 14, items 0 and 2). Real servers; RSS is summed over all their proc
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -11,9 +13,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from zlib import crc32
 
 import pytest
-from helpers import REPO_ROOT, connect, poll_for, read_replies, send, tube_on_shard
+from helpers import (
+    REPO_ROOT,
+    connect,
+    poll_for,
+    read_replies,
+    send,
+    tube_on_shard,
+    waiting_to_be_accepted,
+)
 
 from shardq.bench.procs import wait_listening
 from shardq.bench.servers import memory
@@ -139,6 +150,43 @@ def test_connections_past_max_connections_are_closed_at_accept(
     ], "shardq's keys must follow all of beanstalkd's"
     for sock in held:
         sock.close()
+
+
+def answered(sock: socket.socket) -> bool:
+    """Does the server answer a command on `sock` (False: it closed it)?"""
+    try:
+        send(sock, b"list-tube-used\r\n")
+        return read_replies(sock, 1) == [b"USING default\r\n"]
+    except (AssertionError, OSError):
+        return False
+
+
+def test_max_connections_counts_handed_in_connections(
+    shardq_server: Callable[..., Any],
+) -> None:
+    """With 2 serving processes a client of `default` accepted by the process that does not
+    host it is handed to the one that does, which refuses handovers past its share of
+    limits.max_connections; the sender counts a handover until it is answered. That one
+    is stopped while 12 clients come, so the other accepts them all: it takes its share, 2,
+    and refuses the rest (measured before: 12 of 12 served with --max-connections 4, each
+    handover uncounted from the moment it was sent)."""
+    server = shardq_server(shards=2, extra=("--serving", "2", "--max-connections", "4"))
+    roles = server.wait_all_children()
+    home = roles[f"acceptor {crc32(b'default') % 2}"]  # hosts the shard of `default`
+    os.kill(home, signal.SIGSTOP)
+    try:
+        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(12)]
+        poll_for(lambda: waiting_to_be_accepted(server.port) == 0)
+    finally:
+        os.kill(home, signal.SIGCONT)
+    try:
+        served = [sock for sock in held if answered(sock)]
+        assert len(served) == 2, f"{len(served)} of 12 served"
+        refused = stats(server.port, served[0])["limit-connections-refused"]
+        assert int(refused) == 12 - len(served)
+    finally:
+        for sock in held:
+            sock.close()
 
 
 @pytest.mark.parametrize(

@@ -161,7 +161,8 @@ def accept(self: Acceptor, private: bool = False) -> None:
     listener = self.private if private and self.private is not None else self.listener
     tls = None if private else self.tls
     for _ in range(ACCEPT_SHARE if self.serving > 1 else ACCEPT_ALL):
-        if len(self.conns) >= self.max_clients:  # keep descriptors for ZeroMQ and the log
+        held = self.held()  # with those handed over and not answered yet (handoff.py)
+        if held >= self.max_clients:  # keep descriptors for ZeroMQ and the log
             self.pause_accepting(OSError(errno.EMFILE, "Too many open files (reserve kept)"))
             return
         try:
@@ -179,7 +180,7 @@ def accept(self: Acceptor, private: bool = False) -> None:
             self.connections_denied += 1
             sock.close()
             continue
-        if self.conn_limit and len(self.conns) >= self.conn_limit:  # limits.max_connections
+        if self.conn_limit and held >= self.conn_limit:  # limits.max_connections
             self.connections_refused += 1
             sock.close()
             continue

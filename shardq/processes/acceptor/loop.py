@@ -133,6 +133,10 @@ class Acceptor:
     should_move = handoff.should_move
     hand_off = handoff.hand_off
     adopt = handoff.adopt
+    held = handoff.held
+    full = handoff.full
+    send_answers = handoff.send_answers
+    take_back = handoff.take_back
     move_home = handoff.move_home
 
     def __init__(
@@ -246,6 +250,10 @@ class Acceptor:
         self.handed_in = 0  # and taken from one
         self.handoff_in: socket.socket | None = None  # handoff.py's sockets (serving > 1)
         self.handoff_out: socket.socket | None = None
+        self.inbox: handoff.Inbox | None = None
+        self.moving: dict[int, handoff.Moving] = {}  # handed over, not answered yet
+        self.answers: list[tuple[int, bytes]] = []  # to handovers, not sent yet
+        self.handoffs_refused = 0
         if serving > 1:
             self.open_handoff(run_dir)
 
@@ -286,6 +294,8 @@ class Acceptor:
         if self.hosted is not None:
             self.run_hosted(self.hosted)
         self.flush_requests()
+        if self.answers:
+            self.send_answers()
         self.flush_output()
 
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:

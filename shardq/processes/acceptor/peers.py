@@ -117,6 +117,8 @@ def flush_requests(self: Acceptor) -> None:
 def on_monitor(self: Acceptor, target: int, event: int) -> None:
     if event == zmq.EVENT_DISCONNECTED:
         self.up[target] = False
+        if self.moving:
+            self.take_back(target)  # a serving process (its shard's) gone mid-handover
         return
     self.up[target] = True
     if target in self.seen_up:
