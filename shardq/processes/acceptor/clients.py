@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
+from shardq.processes.acceptor import handoff
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
 from shardq.processes.acceptor.handoff import MAX_MOVES
@@ -161,7 +162,7 @@ def accept(self: Acceptor, private: bool = False) -> None:
     listener = self.private if private and self.private is not None else self.listener
     tls = None if private else self.tls
     for _ in range(ACCEPT_SHARE if self.serving > 1 else ACCEPT_ALL):
-        held = self.held()  # with those handed over and not answered yet (handoff.py)
+        held = handoff.held(self)  # with those handed over and not answered yet
         if held >= self.max_clients:  # keep descriptors for ZeroMQ and the log
             self.pause_accepting(OSError(errno.EMFILE, "Too many open files (reserve kept)"))
             return

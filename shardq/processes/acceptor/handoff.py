@@ -17,7 +17,7 @@ accept time, when nothing was counted yet, it takes them anew. A connection move
 MAX_MOVES times, so a client that keeps changing tubes cannot bounce forever.
 
 A handover is answered. Until then the sender keeps its descriptor and counts the
-connection (`Acceptor.moving`: against its descriptors and its share of
+connection (`Handovers.moving`: against its descriptors and its share of
 limits.max_connections) without reading it. The receiver takes it (TAKEN: the sender
 lets its descriptor go) or refuses it (REFUSED: the sender serves it itself from then
 on): refused when taking it would pass this process's descriptors for clients or its
@@ -76,6 +76,21 @@ class Moving(NamedTuple):
     counted: bool  #: its tube references are held here (else the taker takes them)
 
 
+class Handovers:
+    """A serving process's handoff state (its sockets only with several of them)."""
+
+    def __init__(self) -> None:
+        self.inbox: Inbox | None = None  # where connections and answers come in
+        self.out: socket.socket | None = None  # one unbound socket sends to every peer
+        self.moving: dict[int, Moving] = {}  # ticket -> handed over, not answered yet
+        self.answers: list[
+            tuple[int, bytes]
+        ] = []  # (peer, answer) not sent yet: its inbox was full
+        self.handed_off = 0  # connections passed to another serving process
+        self.handed_in = 0  # and taken from one
+        self.refused = 0  # handovers refused (full, or the descriptor lost)
+
+
 def handoff_path(run_dir: str, index: int) -> str:
     return socket_path(os.path.join(run_dir, f"handoff-{index}"))
 
@@ -90,10 +105,10 @@ def open_handoff(self: Acceptor, run_dir: str) -> None:
     sock.bind(path)
     sock.setblocking(False)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, HANDOFF_BYTES * 4)
-    self.inbox = Inbox(sock)
-    self.sel.register(sock, selectors.EVENT_READ, self.inbox)
-    self.handoff_in = sock
-    out = self.handoff_out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    state = self.handovers
+    state.inbox = Inbox(sock)
+    self.sel.register(sock, selectors.EVENT_READ, state.inbox)
+    out = state.out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     out.setblocking(False)
 
 
@@ -133,10 +148,10 @@ def at_rest(conn: Conn) -> bool:
 def hand_off(self: Acceptor, conn: Conn, counted: bool = True) -> bool:
     """Pass the connection to its home's serving process; False if it stays (not at rest,
     or that process cannot take it now: it is restarting, or its inbox is full). Until
-    the answer comes it is not read here (`Acceptor.moving`)."""
+    the answer comes it is not read here (`Handovers.moving`)."""
     owner = self.home_owner(conn)
     pending = conn.parser.handover()
-    out = self.handoff_out
+    out = self.handovers.out
     if owner is None or pending is None or out is None or not at_rest(conn):
         return False
     state = wire.Handoff(
@@ -172,7 +187,7 @@ def hand_off(self: Acceptor, conn: Conn, counted: bool = True) -> bool:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(conn.sock)
     conn.events = 0
-    self.moving[conn.id] = Moving(conn, owner, counted)
+    self.handovers.moving[conn.id] = Moving(conn, owner, counted)
     return True
 
 
@@ -180,10 +195,11 @@ def held(self: Acceptor) -> int:
     """The connections this process answers for: its own, and those it handed over and
     has no answer for yet. At a limit, the answers already here are taken in first, so a
     connection taken by its new owner no longer counts here."""
-    count = len(self.conns) + len(self.moving)
-    if self.moving and self.inbox is not None and self.full(count):
-        self.adopt(self.inbox)
-        count = len(self.conns) + len(self.moving)
+    state = self.handovers
+    count = len(self.conns) + len(state.moving)
+    if state.moving and state.inbox is not None and full(self, count):
+        self.adopt(state.inbox)
+        count = len(self.conns) + len(state.moving)
     return count
 
 
@@ -227,12 +243,12 @@ def adopt(self: Acceptor, inbox: Inbox) -> None:
 def take(self: Acceptor, state: wire.Handoff, sock: socket.socket | None) -> None:
     """A connection handed to this process: take it, or refuse it (the sender keeps it)
     when it would pass this process's room for clients, or its descriptor did not come."""
-    if sock is None or self.full(len(self.conns) + len(self.moving)):
+    if sock is None or full(self, len(self.conns) + len(self.handovers.moving)):
         if sock is not None:
             sock.close()  # ours only: the sender's descriptor keeps the connection open
         why = "full" if sock is not None else "its descriptor was lost (out of descriptors)"
         log.debug("handoff from serving process %d refused: %s", state.origin, why)
-        self.handoffs_refused += 1
+        self.handovers.refused += 1
         answer(self, state.origin, wire.REFUSED, state.ticket)
         return
     sock.setblocking(False)
@@ -243,7 +259,7 @@ def take(self: Acceptor, state: wire.Handoff, sock: socket.socket | None) -> Non
     conn.moves = state.moves + 1
     self.conns[conn.id] = conn
     self.interest(conn)
-    self.handed_in += 1
+    self.handovers.handed_in += 1
     answer(self, state.origin, wire.TAKEN, state.ticket)  # before anything is answered here
     refs = [(conn.use, 1, 0)] + [(tube, 0, 1) for tube in conn.watch]
     for tube, using, watching in refs:
@@ -262,15 +278,15 @@ def take(self: Acceptor, state: wire.Handoff, sock: socket.socket | None) -> Non
 def answer(self: Acceptor, origin: int, kind: int, ticket: int) -> None:
     """Tell the sender of a handover what became of it; kept and sent again next turn if
     its socket is full (`send_answers`)."""
-    self.answers.append((origin, wire.pack_answer(kind, ticket)))
+    self.handovers.answers.append((origin, wire.pack_answer(kind, ticket)))
     send_answers(self)
 
 
 def send_answers(self: Acceptor) -> None:
     """Send the answers not sent yet, in order; the loop retries soon while any is left."""
-    out = self.handoff_out
-    while self.answers and out is not None:
-        origin, data = self.answers[0]
+    out, answers = self.handovers.out, self.handovers.answers
+    while answers and out is not None:
+        origin, data = answers[0]
         try:
             out.sendto(data, handoff_path(self.run_dir, origin))
         except (BlockingIOError, InterruptedError):
@@ -278,12 +294,12 @@ def send_answers(self: Acceptor) -> None:
             return
         except OSError as e:  # gone: what it handed over closed with it
             log.debug("answer to serving process %d dropped: %s", origin, e)
-        self.answers.pop(0)
+        answers.pop(0)
 
 
 def answered(self: Acceptor, kind: int, ticket: int) -> None:
     """The answer to a handover of ours: let the connection go, or serve it again."""
-    moving = self.moving.pop(ticket, None)
+    moving = self.handovers.moving.pop(ticket, None)
     if moving is None:
         return  # taken back already (take_back): its taker had gone
     if kind == wire.TAKEN:
@@ -298,7 +314,7 @@ def let_go(self: Acceptor, conn: Conn) -> None:
     conn.sock.close()  # our descriptor only: the new owner's keeps the connection open
     for shard in conn.shards:  # nothing is held, but leave no trace of the old id
         self.request(shard, ops.DISCONNECT, conn, [], None)
-    self.handed_off += 1
+    self.handovers.handed_off += 1
 
 
 def keep(self: Acceptor, moving: Moving) -> None:
@@ -316,9 +332,10 @@ def keep(self: Acceptor, moving: Moving) -> None:
 def take_back(self: Acceptor, owner: int) -> None:
     """Serving process `owner` went (its shard's connection dropped) with handovers not
     answered: it took none of them for good, so serve them here."""
-    for ticket, moving in list(self.moving.items()):
+    handed = self.handovers.moving
+    for ticket, moving in list(handed.items()):
         if moving.owner == owner:
-            del self.moving[ticket]
+            del handed[ticket]
             keep(self, moving)
 
 

@@ -133,10 +133,6 @@ class Acceptor:
     should_move = handoff.should_move
     hand_off = handoff.hand_off
     adopt = handoff.adopt
-    held = handoff.held
-    full = handoff.full
-    send_answers = handoff.send_answers
-    take_back = handoff.take_back
     move_home = handoff.move_home
 
     def __init__(
@@ -246,14 +242,7 @@ class Acceptor:
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         self.max_clients = max(1, soft - clients.FD_RESERVE) if soft > 0 else 1 << 30
         self.run_dir = run_dir
-        self.handed_off = 0  # connections passed to another serving process
-        self.handed_in = 0  # and taken from one
-        self.handoff_in: socket.socket | None = None  # handoff.py's sockets (serving > 1)
-        self.handoff_out: socket.socket | None = None
-        self.inbox: handoff.Inbox | None = None
-        self.moving: dict[int, handoff.Moving] = {}  # handed over, not answered yet
-        self.answers: list[tuple[int, bytes]] = []  # to handovers, not sent yet
-        self.handoffs_refused = 0
+        self.handovers = handoff.Handovers()  # connections moving between serving processes
         if serving > 1:
             self.open_handoff(run_dir)
 
@@ -294,8 +283,6 @@ class Acceptor:
         if self.hosted is not None:
             self.run_hosted(self.hosted)
         self.flush_requests()
-        if self.answers:
-            self.send_answers()
         self.flush_output()
 
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:

@@ -16,6 +16,7 @@ from shardq.cluster.routing import MAX_SERVING
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
 from shardq.processes import shard_ops as ops
+from shardq.processes.acceptor import handoff
 from shardq.processes.acceptor.clients import PRIVATE
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.acceptor.handlers import PIPELINED
@@ -112,13 +113,14 @@ def flush_requests(self: Acceptor) -> None:
                 self.retry_soon = True  # the peer is not writable yet; try next turn
                 continue
             batch.clear()
+    if self.handovers.answers:
+        handoff.send_answers(self)  # those its peers' full inboxes did not take yet
 
 
 def on_monitor(self: Acceptor, target: int, event: int) -> None:
     if event == zmq.EVENT_DISCONNECTED:
         self.up[target] = False
-        if self.moving:
-            self.take_back(target)  # a serving process (its shard's) gone mid-handover
+        handoff.take_back(self, target)  # a serving process (its shard's) gone mid-handover
         return
     self.up[target] = True
     if target in self.seen_up:
