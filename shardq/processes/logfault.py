@@ -1,7 +1,8 @@
 """A shard whose log cannot be written: it goes on serving, refuses puts, and retries.
 
 An I/O error while writing or syncing the log (a failing disk, a full one, a file system
-gone read-only) used to end the shard's process, and the supervisor restarted it into the
+gone read-only), or memory running out while the turn's records are packed, used to end
+the shard's process, and the supervisor restarted it into the
 same error: with shard 0 inside a serving process, every client was dropped each time. Now:
 
 * the fault is logged once, when it starts, and once when it is over;
@@ -22,6 +23,7 @@ of the turn leaves (the supervisor restarts it and it replays its log, as before
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -38,7 +40,9 @@ MAX_RETRY_S = 10.0
 class LogFault:
     """The log of `core` failed with `error`: one attempt now, then retries with back-off."""
 
-    def __init__(self, core: ShardCore, error: OSError, starting: bool = False) -> None:
+    def __init__(
+        self, core: ShardCore, error: OSError | MemoryError, starting: bool = False
+    ) -> None:
         """`starting`: no segment could be opened at start-up (no reply is in flight)."""
         self.core = core
         self.delay = FIRST_RETRY_S
@@ -52,7 +56,7 @@ class LogFault:
             "segment every %.0f-%.0f s",
             core.index,
             wal.dir if wal is not None else "?",
-            error.strerror or error,
+            "out of memory" if isinstance(error, MemoryError) else error.strerror or error,
             wal.segment_bytes if wal is not None else 0,
             FIRST_RETRY_S,
             MAX_RETRY_S,
@@ -61,7 +65,9 @@ class LogFault:
             core.engine.wal_out.clear()
         synced_replies = not starting and wal is not None and wal.fsync_ms == 0
         if not self.retry(time.monotonic()) and synced_replies:
-            raise error  # -f 0: this turn's replies may not claim a synced log
+            # -f 0: this turn's replies may not claim a synced log (an OSError ends the
+            # process; a MemoryError would only end the turn, its replies sent the next)
+            raise error if isinstance(error, OSError) else OSError(errno.ENOMEM, "out of memory")
 
     def retry(self, now: float) -> bool:
         """Try to end the fault (due or not yet): True when the log is written again."""
@@ -71,7 +77,7 @@ class LogFault:
         try:
             snapshot = core.engine.snapshot()
             wal.rewrite(snapshot)
-        except OSError:
+        except (OSError, MemoryError):
             self.next_try = now + self.delay
             self.delay = min(self.delay * 2, MAX_RETRY_S)
             return False

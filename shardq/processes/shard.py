@@ -262,7 +262,7 @@ class ShardCore(Holding):
             else:
                 try:
                     self.write_log(wal)
-                except OSError as e:
+                except (OSError, MemoryError) as e:
                     fault = LogFault(self, e)  # tries a fresh segment at once
                     self.log_fault = None if fault.over else fault  # else puts are refused
         if self.event_log is not None and self.engine.audit:
@@ -283,8 +283,8 @@ class ShardCore(Holding):
         if wal.needs_compaction(self.engine.live_bytes):
             try:
                 wal.compact(self.engine.snapshot())
-            except OSError as e:
-                log.error("shard %d: compaction failed: %s", self.index, e.strerror)
+            except (OSError, MemoryError) as e:
+                log.error("shard %d: compaction failed: %s", self.index, e)
 
     def next_wakeup(self) -> int | None:
         """Monotonic ns of the next timer: the engine's, or the log's next sync."""

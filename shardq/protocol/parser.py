@@ -38,7 +38,13 @@ from shardq.protocol.commands import (
     Release,
     ReserveWithTimeout,
 )
-from shardq.protocol.replies import BAD_FORMAT, EXPECTED_CRLF, JOB_TOO_BIG, UNKNOWN_COMMAND
+from shardq.protocol.replies import (
+    BAD_FORMAT,
+    EXPECTED_CRLF,
+    JOB_TOO_BIG,
+    OUT_OF_MEMORY,
+    UNKNOWN_COMMAND,
+)
 
 #: A command line may be at most this long, CRLF included (beanstalkd LINE_BUF_SIZE).
 MAX_LINE = 224
@@ -110,6 +116,7 @@ class _PutHeader:
     ttr: int
     size: int
     garbage: bool  # text followed the size; an error only if the size is allowed
+    shed: bool = False  # its body could not be kept (out of memory): dropped, as too big
 
 
 Handler = Callable[[bytes, int], "Command | _PutHeader"]
@@ -288,6 +295,25 @@ class Parser:
             return None
         return bytes(self._buf[self._pos :])
 
+    def shed(self) -> bool:
+        """Out of memory: give up the put whose body is being read (or whose line is next),
+        its body dropped as a too big one's and answered OUT_OF_MEMORY, as beanstalkd does
+        a put it cannot allocate. False if there is no such put."""
+        if self._put is None and not self._skip and not self._overlong:
+            end = self._buf.find(_CRLF, self._pos, self._pos + MAX_LINE)
+            header = parse_line(bytes(self._buf[self._pos : end])) if end >= 0 else None
+            if not isinstance(header, _PutHeader) or header.garbage:
+                return False
+            self._pos, self._put = end + 2, header
+        header = self._put
+        if header is None or header.shed or header.size > self._max_job_size:
+            return False  # none, shed already, or dropped as it comes anyway (too big)
+        header.shed, self._skip = True, header.size + 2
+        if len(self._buf) - self._pos < self._skip:  # drop what of its body is held now
+            self._skip_body(header)  # (all of it held: next_command drops it)
+            self._compact()
+        return True
+
     @property
     def buffered(self) -> int:
         """Bytes received but not yet consumed (discarded bytes are never held)."""
@@ -320,8 +346,8 @@ class Parser:
                 self._overlong = True
                 return self._drop_overlong()
             return None
+        cmd = parse_line(bytes(buf[pos:end]))  # before it is consumed: memory may run out
         self._pos = end + 2
-        cmd = parse_line(bytes(buf[pos:end]))
         if isinstance(cmd, _PutHeader):
             return self._start_body(cmd)
         return cmd
@@ -348,18 +374,20 @@ class Parser:
     def _take_body(self) -> Command | None:
         header = self._put
         assert header is not None
-        if header.size > self._max_job_size:
+        if header.size > self._max_job_size or header.shed:
             return self._skip_body(header)
         need = header.size + 2
         buf, pos = self._buf, self._pos
         if len(buf) - pos < need:
             return None
         end = pos + header.size
+        # the body copied before anything is consumed: out of memory, the put can be shed
+        body = bytes(memoryview(buf)[pos:end]) if buf[end : end + 2] == _CRLF else None
         self._pos = end + 2
         self._put = None
-        if buf[end : end + 2] != _CRLF:
+        if body is None:
             return Put(header.pri, header.delay, header.ttr, b"", EXPECTED_CRLF)
-        return Put(header.pri, header.delay, header.ttr, bytes(buf[pos:end]))
+        return Put(header.pri, header.delay, header.ttr, body)
 
     def _skip_body(self, header: _PutHeader) -> Command | None:
         n = min(self._skip, len(self._buf) - self._pos)
@@ -368,7 +396,9 @@ class Parser:
         if self._skip:
             return None
         self._put = None
-        return Put(header.pri, header.delay, header.ttr, b"", JOB_TOO_BIG)
+        return Put(
+            header.pri, header.delay, header.ttr, b"", OUT_OF_MEMORY if header.shed else JOB_TOO_BIG
+        )
 
 
 __all__ = [

@@ -26,6 +26,8 @@ from typing import Any
 
 import msgpack
 
+from shardq.storage.packing import pack
+
 HEADER = struct.Struct("<II")
 COMPACT_MIN_BYTES = 16 << 20  #: appended bytes below which a journal is never rewritten
 
@@ -40,7 +42,7 @@ class Kinds:
         self.number_of = {cls: kind for kind, cls in classes.items()}
 
     def encode(self, record: Any) -> bytes:
-        payload = msgpack.packb([self.number_of[type(record)], *astuple(record)], use_bin_type=True)
+        payload = pack([self.number_of[type(record)], *astuple(record)])
         return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
     def decode(self, data: bytes) -> tuple[list[Any], int]:

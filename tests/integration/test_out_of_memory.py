@@ -1,24 +1,41 @@
-"""A serving process that runs out of memory goes on serving (issue 14, item 1).
+"""A serving process that runs out of memory answers OUT_OF_MEMORY and goes on serving
+(issue 14, item 1; issue 22, item 2).
 
 Its address space is capped with `prlimit` a little above what it uses, then a producer
-puts 60 KB jobs until memory runs out. Measured before: the serving process died on
-MemoryError, every connection reset and the jobs of its hosted shard (no `-b`) were gone.
-Now the connection whose input cannot be kept is closed (or its put answered
-OUT_OF_MEMORY), and the process, its other connections and every job it had stay.
+puts 60 KB jobs until memory runs out. The put that cannot be held is answered
+OUT_OF_MEMORY (as beanstalkd answers it), the producer's connection goes on, new clients
+are served (with two serving processes each is handed to the capped one, which hosts
+`default`), and every acknowledged job stays: in memory, and with `-b` in the log too
+(the capped process is killed once its log is written again, and replays it).
+
+Measured before: without -b the put that met the limit was never answered (its body's
+copy failed after the parser had consumed it), or the connection was closed; handed-over
+clients got no answer (socket.recv_fds allocated a 1 MiB buffer for every handover and
+raised MemoryError in every turn); with -b every turn failed packing the log's records
+(msgpack.packb's 256 KiB buffer per record) and nothing was answered at all.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from helpers import connect, read_replies, send
+import pytest
+from helpers import connect, poll_for, read_replies, send
 
 HEADROOM_KIB = 40 * 1024  #: address space allowed above what the process maps now
 BODY = b"x" * 60_000
+LAYOUTS = {
+    "1serving": (1, ("--serving", "1"), False),
+    "2serving": (2, ("--serving", "2"), False),
+    "2serving-b": (2, ("--serving", "2"), True),
+}
 
 
 def vm_size_kib(pid: int) -> int:
@@ -26,38 +43,66 @@ def vm_size_kib(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmSize"))
 
 
-def test_a_serving_process_out_of_memory_keeps_its_clients_and_jobs(
-    shardq_server: Callable[..., Any],
-) -> None:
+def ask(sock: socket.socket, data: bytes, n: int = 1) -> list[bytes]:
+    send(sock, data)
+    return read_replies(sock, n)
+
+
+def ready_jobs(sock: socket.socket) -> int:
+    [reply] = ask(sock, b"stats-tube default\r\n")
+    return int(reply.split(b"current-jobs-ready: ")[1].split(b"\n")[0])
+
+
+def cap_address_space(pid: int, kib: int | str) -> None:
+    """The soft limit (the one enforced; raising it back needs no privilege)."""
     prlimit = shutil.which("prlimit")
     assert prlimit is not None, "prlimit (util-linux) is needed"
-    server = shardq_server(shards=1)
-    pids = server.wait_all_children()
-    keeper = connect(server.port)
-    for _ in range(50):
-        send(keeper, b"put 0 0 60 5\r\nhello\r\n")
-    assert all(r.startswith(b"INSERTED") for r in read_replies(keeper, 50))
-    acceptor = pids["acceptor"]
-    cap = (vm_size_kib(acceptor) + HEADROOM_KIB) * 1024
-    subprocess.run([prlimit, f"--pid={acceptor}", f"--as={cap}:{cap}"], check=True)
+    cap = kib if isinstance(kib, str) else kib * 1024
+    subprocess.run([prlimit, f"--pid={pid}", f"--as={cap}:"], check=True)
 
-    producer = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    outcome = b""
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_a_serving_process_out_of_memory_answers_it_and_serves_on(
+    layout: str, shardq_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    shards, extra, durable = LAYOUTS[layout]
+    if durable:
+        extra += ("-b", str(tmp_path / "wal"))  # -f as by default: see logfault.py for -f 0
+    server = shardq_server(shards=shards, extra=extra)
+    pids = server.wait_all_children()
+    capped = pids["acceptor" if shards == 1 else "acceptor 1"]  # hosts default's shard
+    keeper = connect(server.port)
+    assert all(
+        r.startswith(b"INSERTED") for r in ask(keeper, b"put 0 0 60 5\r\nhello\r\n" * 50, 50)
+    )
+    cap_address_space(capped, vm_size_kib(capped) + HEADROOM_KIB)
+
+    producer = connect(server.port)
+    inserted = 0
     for _ in range(3000):  # 180 MB of bodies: far past the cap
-        try:
-            producer.sendall(b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY))
-            outcome = producer.recv(100)
-        except OSError as e:
-            outcome = repr(e).encode()
+        [outcome] = ask(producer, b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY))
         if not outcome.startswith(b"INSERTED"):
             break
-    producer.close()
-    assert not outcome.startswith(b"INSERTED"), "memory never ran out: raise the puts"
-
-    send(keeper, b"peek 1\r\nstats-tube default\r\n")
-    replies = read_replies(keeper, 2)
-    assert replies[0] == b"FOUND 1 5\r\nhello\r\n"
-    assert replies[1].startswith(b"OK ")
-    keeper.close()
+        inserted += 1
+    assert outcome == b"OUT_OF_MEMORY\r\n", outcome
+    assert ask(producer, b"list-tube-used\r\n") == [b"USING default\r\n"]  # it goes on
+    for _ in range(5):  # new clients: handed to the capped process with two
+        fresh = connect(server.port)
+        assert ask(fresh, b"list-tube-used\r\npeek 1\r\n", 2) == [
+            b"USING default\r\n",
+            b"FOUND 1 5\r\nhello\r\n",
+        ]
+        fresh.close()
+    assert ready_jobs(keeper) == 50 + inserted
     assert server.roles() == pids, "a process was restarted"
     assert "out of memory" in server.stderr()
+
+    if durable:  # memory back: the log is written again, and holds every job acknowledged
+        cap_address_space(capped, "unlimited")
+        poll_for(lambda: "its log is written again" in server.stderr(), timeout=15)
+        os.kill(capped, signal.SIGKILL)
+        poll_for(lambda: server.roles().get("acceptor 1") not in (None, capped), timeout=15)
+        keeper = connect(server.port)
+        poll_for(lambda: ready_jobs(keeper) == 50 + inserted, timeout=15)
+    producer.close()
+    keeper.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from proto_helpers import BAD, parse
 
 from shardq.protocol.commands import ListTubeUsed, Put, Stats
-from shardq.protocol.proto import JOB_TOO_BIG, Parser
+from shardq.protocol.proto import JOB_TOO_BIG, OUT_OF_MEMORY, Parser
 
 
 def test_need_data_until_crlf() -> None:
@@ -82,3 +82,36 @@ def test_buffer_is_compacted() -> None:
         pass
     assert parser.buffered == 0
     assert len(parser._buf) == 0  # white-box: consumed bytes are released
+
+
+def test_a_shed_put_is_answered_out_of_memory_and_its_body_not_kept() -> None:
+    """Out of memory (Parser.shed): the put whose body is being read, or whose line is the
+    next one held, drops its body as a too big one does and answers OUT_OF_MEMORY; the
+    commands after it go on."""
+    parser = Parser()
+    parser.feed(b"put 1 0 60 10\r\nabc")
+    assert parser.next_command() is None
+    assert parser.shed()
+    assert parser.buffered == 0  # the 3 body bytes held are gone
+    parser.feed(b"defghij\r\nstats\r\n")
+    assert parser.next_command() == Put(1, 0, 60, b"", OUT_OF_MEMORY)
+    assert parser.next_command() == Stats()
+    parser.feed(b"put 1 0 60 3\r\n")  # its line held, not parsed yet
+    assert parser.shed()
+    parser.feed(b"abc\r\nlist-tube-used\r\n")
+    assert parser.next_command() == Put(1, 0, 60, b"", OUT_OF_MEMORY)
+    assert parser.next_command() == ListTubeUsed()
+
+
+def test_only_a_put_can_be_shed() -> None:
+    parser = Parser(max_job_size=10)
+    parser.feed(b"stats\r\nput 1 0 60 3\r\n")
+    assert not parser.shed()  # a command comes first: it is not given up
+    assert parser.next_command() == Stats()
+    assert parser.shed()
+    assert not parser.shed()  # once
+    assert parser.next_command() is None
+    parser.feed(b"abc\r\nput 0 0 1 11\r\n")
+    assert parser.next_command() == Put(1, 0, 60, b"", OUT_OF_MEMORY)
+    assert parser.next_command() is None
+    assert not parser.shed()  # too big: dropped as it comes anyway

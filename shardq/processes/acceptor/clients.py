@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
-from shardq.processes.acceptor import handoff
+from shardq.processes.acceptor import handoff, shedding
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
 from shardq.processes.acceptor.handoff import MAX_MOVES
@@ -255,11 +255,7 @@ def read(self: Acceptor, conn: Conn) -> None:
         elif conn.phase is IDLE and conn.held is None:
             self.finish(conn)
         return
-    try:
-        conn.parser.feed(self.rview[:n])
-    except MemoryError:  # its input cannot be kept: this connection goes, the others stay
-        log.error("out of memory reading connection %d; closed", conn.id)
-        self.close(conn)
+    if not shedding.take_input(self, conn, self.rview[:n]):  # out of memory: closed
         return
     if self.tls is not None:  # TLS may hold decrypted bytes that epoll cannot see
         self.read_pending(conn)
@@ -294,9 +290,8 @@ def read_pending(self: Acceptor, conn: Conn) -> None:
         except OSError:
             self.close(conn)
             return
-        if not n:
+        if not n or not shedding.take_input(self, conn, self.rview[:n]):
             return
-        conn.parser.feed(self.rview[:n])
 
 
 def pump(self: Acceptor, conn: Conn) -> None:
@@ -306,7 +301,7 @@ def pump(self: Acceptor, conn: Conn) -> None:
     conn.pumping = True
     try:
         while conn.phase < BUSY:  # IDLE or PIPING
-            cmd = conn.held or conn.parser.next_command()
+            cmd = conn.held or shedding.next_command(self, conn)
             if cmd is None:
                 if conn.eof and conn.phase is IDLE:
                     self.finish(conn)

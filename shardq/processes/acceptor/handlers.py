@@ -65,7 +65,7 @@ def by_id(
 
 
 def do_put(self: Acceptor, conn: Conn, cmd: c.Put) -> None:
-    if cmd.error == proto.JOB_TOO_BIG:
+    if cmd.error in (proto.JOB_TOO_BIG, proto.OUT_OF_MEMORY):  # no job made: no id spent
         self.reply(conn, cmd.error)
         return
     conn.producer = True

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int failing(int fd) {
@@ -30,5 +31,10 @@ static int failing(int fd) {
 WRAP(ssize_t, pwrite, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
 WRAP(ssize_t, pwrite64, (int fd, const void *b, size_t n, off_t o), (fd, b, n, o))
 WRAP(ssize_t, write, (int fd, const void *b, size_t n), (fd, b, n))
+WRAP(ssize_t, pwritev, (int fd, const struct iovec *v, int c, off_t o), (fd, v, c, o))
+WRAP(ssize_t, pwritev64, (int fd, const struct iovec *v, int c, off_t o), (fd, v, c, o))
+WRAP(ssize_t, pwritev2, (int fd, const struct iovec *v, int c, off_t o, int f), (fd, v, c, o, f))
+WRAP(ssize_t, pwritev64v2, (int fd, const struct iovec *v, int c, off_t o, int f),
+     (fd, v, c, o, f))
 WRAP(int, fsync, (int fd), (fd))
 WRAP(int, fdatasync, (int fd), (fd))
