@@ -3,7 +3,8 @@ does not spin, does not die, and takes the waiting connections once descriptors 
 
 The server runs under a hard open-file limit of 128 (so raising the soft limit to the
 hard one cannot help); 64 descriptors are kept for ZeroMQ and the log, so at most 64
-clients are taken and the rest wait in the listen backlog."""
+clients are taken and the rest wait in the listen backlog. With two serving processes
+(limit 1,024, 3,000 clients at once) none is dropped in a handover to a full process."""
 
 from __future__ import annotations
 
@@ -23,8 +24,27 @@ from shardq.bench.procs import kill_group, role_pids, terminate, wait_listening
 LIMIT = 128
 
 
-def _limit_files() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+def serve_limited(tmp_path: Path, files: int, *args: str) -> subprocess.Popen[bytes]:
+    """`shardq serve -p 0 ARGS` under a hard open-file limit of `files` (so raising the soft
+    limit to the hard one cannot help), its stderr in tmp_path/stderr.log."""
+    cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0", *args]
+    cmd += ["--run-dir", str(tmp_path / "run")]
+    with open(tmp_path / "stderr.log", "wb") as err:
+        return subprocess.Popen(
+            cmd,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files)),
+        )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if terminate(proc, 10, group=True) is None:
+        kill_group(proc)
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -38,17 +58,7 @@ def ask(sock: socket.socket, data: bytes, n: int = 1) -> list[bytes]:
 
 
 def test_out_of_descriptors_keeps_serving_and_recovers(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0"]
-    cmd += ["--shards", "1", "--serving", "1", "--run-dir", str(tmp_path / "run")]
-    with open(tmp_path / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=_limit_files,
-        )
+    proc = serve_limited(tmp_path, LIMIT, "--shards", "1", "--serving", "1")
     extra: list[socket.socket] = []
     try:
         port, _ = wait_listening(proc, 20)
@@ -86,10 +96,7 @@ def test_out_of_descriptors_keeps_serving_and_recovers(tmp_path: Path) -> None:
     finally:
         for sock in extra:
             sock.close()
-        if terminate(proc, 10, group=True) is None:
-            kill_group(proc)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop(proc)
 
 
 #: Under `prlimit --nofile=1024:1024`, 3,000 clients at once over 2 serving processes.
@@ -99,10 +106,6 @@ CLIENTS = 3000
 #: hold (1024 - 64 kept), fewer than two can, so the one that hosts the clients' tube is
 #: full while the other still hands it connections
 HOLD = 1500
-
-
-def _limit_files_1024() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (SERVING_LIMIT, SERVING_LIMIT))
 
 
 def answer_everyone(port: int, clients: int, hold: int, timeout: float) -> tuple[int, list[str]]:
@@ -165,17 +168,7 @@ def test_out_of_descriptors_no_accepted_client_is_dropped(tmp_path: Path) -> Non
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     assert hard >= CLIENTS + 100, f"the test needs {CLIENTS + 100} descriptors, hard limit {hard}"
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    cmd = [sys.executable, "-m", "shardq", "serve", "-l", "127.0.0.1", "-p", "0", "-V"]
-    cmd += ["--shards", "2", "--serving", "2", "--run-dir", str(tmp_path / "run")]
-    with open(tmp_path / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=_limit_files_1024,
-        )
+    proc = serve_limited(tmp_path, SERVING_LIMIT, "--shards", "2", "--serving", "2")
     try:
         port, _ = wait_listening(proc, 20)
         assert port is not None, (tmp_path / "stderr.log").read_text()
@@ -188,7 +181,4 @@ def test_out_of_descriptors_no_accepted_client_is_dropped(tmp_path: Path) -> Non
         assert "Traceback" not in log, log
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        if terminate(proc, 10, group=True) is None:
-            kill_group(proc)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        stop(proc)
