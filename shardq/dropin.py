@@ -12,6 +12,7 @@ not refused. Every check still runs afterwards; a refusal closes the socket agai
 
 from __future__ import annotations
 
+import gc
 import getopt
 import os
 import re
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             overrides[SHORT_FIELDS[opt[1]]] = value
     bound = bind_early(overrides) if config_file is None else None
+    gc.disable()  # start-up makes no garbage worth a pass (on again once the children run)
     from shardq.start import start_server  # after the bind: it imports the config, yaml, ssl
 
     return start_server(config_file, overrides, no_fsync, ignored, in_process=True, bound=bound)

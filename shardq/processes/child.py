@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
-import importlib
 import logging
 import os
 import resource
@@ -45,13 +45,6 @@ from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
 ROLES = ("coordinator", "shard", "acceptor", "kestrel", "workq", "metrics")
-ROLE_MODULES = (
-    "shardq.processes.coordinator",
-    "shardq.processes.shard_process",
-    "shardq.processes.acceptor",
-    "shardq.processes.kestrel",
-    "shardq.processes.workq",
-)
 PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger(__name__)
@@ -76,9 +69,11 @@ GC_THRESHOLDS = (20_000, 20, 10)
 
 
 def tune_gc() -> None:
-    """Collect less often, and never walk what exists at start-up (modules, config)."""
+    """Collect less often, and never walk what exists at start-up (modules, config); the
+    supervisor forks with collection off (`preload`), so turn it on again."""
     gc.set_threshold(*GC_THRESHOLDS)
     gc.freeze()
+    gc.enable()
 
 
 # ---------------------------------------------------------------------- the command line
@@ -108,14 +103,6 @@ def role_of_pid(pid: int) -> str | None:
         return None
 
 
-def preload() -> None:
-    """Import what every role runs, so a forked child starts with it imported. The metrics
-    process imports its own (prometheus-client, http.server: ≈ 25 ms) after the fork, while
-    the others start: preloaded, they delayed a server's first answer by as much."""
-    for module in ROLE_MODULES:
-        importlib.import_module(module)
-
-
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", required=True, help="where the ipc sockets live")
     parser.add_argument("--shards", type=int, required=True)
@@ -139,6 +126,7 @@ def _add_shard_store(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@functools.cache
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
     roles = top.add_subparsers(dest="role", required=True)

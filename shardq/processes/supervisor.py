@@ -15,6 +15,7 @@ to every child (``--verbose``), so `-V` reaches every process. Its one line on s
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -34,13 +35,13 @@ from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
 from shardq.processes import children as roles
 from shardq.processes import live, quota
-from shardq.processes.child import preload
 from shardq.processes.children import (
     PRIVATE_SOCKET,
     Child,
     LayoutError,
     check_layout,
     families_needed,
+    preload,
 )
 from shardq.processes.forked import TimeoutExpired
 from shardq.processes.listener import (
@@ -127,7 +128,6 @@ class Supervisor:
         ):
             if port is not None:
                 self.bind_front(name, host, port)
-        preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
         self.children = [Child("coordinator", coordinator)]
@@ -160,6 +160,8 @@ class Supervisor:
         self.children += self.frontends
         if self.metrics is not None:
             self.children.append(self.metrics_child(self.metrics))
+        # once here, not in every child: they are forked with it imported
+        preload(child.argv[0] for child in self.children)
 
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is
@@ -222,6 +224,7 @@ class Supervisor:
             for child in self.children:
                 if not self.stopping:  # told to stop while starting: start no more
                     child.start()
+            gc.enable()  # off since `preload`
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = listening_address(self.listener)
