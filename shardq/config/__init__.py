@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -124,7 +123,9 @@ def _default_shards() -> int:
 
 
 def _default_server_id() -> str:
-    return platform.node() or "localhost"
+    """The host name (what platform.node() gives, without importing platform: ≈ 2 ms of
+    regular expressions at every start)."""
+    return os.uname().nodename or "localhost"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ import logging
 import os
 import platform
 import resource
-import secrets
 import signal
 import socket
 import sys
@@ -111,7 +110,7 @@ class Coordinator:
         self.gathers: dict[int, Gather] = {}
         self.next_rid = 1
         self.started = time.monotonic()
-        self.server_id = secrets.token_hex(8)
+        self.server_id = os.urandom(8).hex()  # as secrets.token_hex(8)
         self.binlog_max = binlog_max
 
     def on_front(self, peer: bytes, req: list[Any]) -> None:
