@@ -41,7 +41,8 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         skip_or_fail("mounting a small tmpfs needs root")
     mount = tmp_path / "disk"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount)])
+    mount_tmpfs = ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount)]
+    subprocess.run(mount_tmpfs, check=True)
     try:
         filler = mount / "filler"
         with open(filler, "wb") as f:
