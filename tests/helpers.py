@@ -213,6 +213,32 @@ def expect_eof(sock: socket.socket, timeout: float = READ_DEADLINE) -> None:
         raise UnexpectedData("expected EOF", bytes(buf))
 
 
+def put_body(sock: socket.socket, body: bytes) -> bytes:
+    """``put 0 0 60`` of `body`; its reply line."""
+    send(sock, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    return read_replies(sock, 1)[0]
+
+
+def ready_ids(port: int, tube: str = "default") -> set[int]:
+    """The ids of every ready job of `tube`: each reserved, then given back by the close
+    (the set stays as it was)."""
+    sock = connect(port)
+    send(sock, f"watch {tube}\r\n".encode())
+    read_replies(sock, 1)
+    if tube != "default":
+        send(sock, b"ignore default\r\n")
+        read_replies(sock, 1)
+    found: set[int] = set()
+    while True:
+        send(sock, b"reserve-with-timeout 0\r\n")
+        (reply,) = read_replies(sock, 1)
+        if not reply.startswith(b"RESERVED"):
+            break
+        found.add(int(reply.split()[1]))
+    sock.close()
+    return found
+
+
 def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: float = 0.01) -> T:
     """Call ``fn`` until it returns a truthy value; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

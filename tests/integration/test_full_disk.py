@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import connect, read_replies, send, skip_or_fail, tube_on_shard
+from helpers import connect, put_body, read_replies, ready_ids, send, skip_or_fail, tube_on_shard
 
 from shardq.bench.procs import wait_group_gone
 from shardq.storage.wal import HEADROOM
@@ -57,11 +57,6 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def put(sock: Any, body: bytes = BODY) -> bytes:
-    send(sock, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
-    return read_replies(sock, 1)[0]
-
-
 def clients_by_tube(port: int, tubes: list[str]) -> dict[str, Any]:
     """A connection using each tube."""
     clients = {}
@@ -73,29 +68,13 @@ def clients_by_tube(port: int, tubes: list[str]) -> dict[str, Any]:
     return clients
 
 
-def ready_ids(port: int, tube: str) -> set[int]:
-    """The ids of every ready job of `tube` (reserved, then given back by the close)."""
-    sock = connect(port)
-    send(sock, f"watch {tube}\r\nignore default\r\n".encode())
-    read_replies(sock, 2)
-    found: set[int] = set()
-    while True:
-        send(sock, b"reserve-with-timeout 0\r\n")
-        (reply,) = read_replies(sock, 1)
-        if not reply.startswith(b"RESERVED"):
-            break
-        found.add(int(reply.split()[1]))
-    sock.close()
-    return found
-
-
 def fill(clients: dict[str, Any]) -> dict[str, set[int]]:
     """Put into every tube in turn until each refuses: the ids each one took."""
     taken: dict[str, set[int]] = {tube: set() for tube in clients}
     open_tubes = list(clients)
     while open_tubes:
         for tube in list(open_tubes):
-            reply = put(clients[tube])
+            reply = put_body(clients[tube], BODY)
             if reply == b"OUT_OF_MEMORY\r\n":
                 open_tubes.remove(tube)
             else:
@@ -132,7 +111,7 @@ def test_a_nearly_full_disk_takes_puts_until_it_is_full(
 
     (small_disk / "filler").unlink()  # room again: taken at once, with no retry to wait for
     for tube, sock in clients.items():
-        reply = put(sock)
+        reply = put_body(sock, BODY)
         assert reply.startswith(b"INSERTED "), reply
         taken[tube].add(int(reply.split()[1]))
         sock.close()
