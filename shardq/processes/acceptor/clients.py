@@ -246,8 +246,18 @@ def read(self: Acceptor, conn: Conn) -> None:
         elif conn.phase is IDLE and conn.held is None:
             self.finish(conn)
         return
+    used = 0
+    if self.home_ok and self.can_serve_home(conn):  # the fast path (home.py)
+        used = self.serve_home(conn, bytes(self.rview[:n]))
+        if used:
+            self.dirty.add(conn)
+            if len(conn.out) > self.max_output:
+                self.overflow(conn)
+                return
+            if used == n:
+                return
     try:
-        conn.parser.feed(self.rview[:n])
+        conn.parser.feed(self.rview[used:n])
     except MemoryError:  # its input cannot be kept: this connection goes, the others stay
         log.error("out of memory reading connection %d; closed", conn.id)
         self.close(conn)

@@ -38,7 +38,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
 from shardq.processes import lifeline, live, wakeup
-from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
+from shardq.processes.acceptor import clients, cross, handlers, handoff, home, ids, peers
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.listener import Network, parse_networks
 from shardq.processes.shard import ShardCore, ShardServer
@@ -128,6 +128,8 @@ class Acceptor:
     do_ignore = handlers.do_ignore
     do_stats = handlers.do_stats
     connection_fields = handlers.connection_fields
+    can_serve_home = home.can_serve_home
+    serve_home = home.serve_home
     open_handoff = handoff.open_handoff
     home_owner = handoff.home_owner
     should_move = handoff.should_move
@@ -222,6 +224,8 @@ class Acceptor:
         self.allow: tuple[Network, ...] = ()  # limits: TCP peers only from these; () = any
         self.connections_denied = 0
         self.tls: ssl.SSLContext | None = None  # TLS on the beanstalk port (tls.cert, tls.key)
+        #: the fast path (home.py) is on: a hosted shard, no TLS (set_fast_path)
+        self.home_ok = hosted is not None
         self.tls_failed = 0
         self.max_output = max_output_bytes
         self.output_closed = 0

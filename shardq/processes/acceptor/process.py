@@ -57,6 +57,7 @@ def main(
     acceptor.families = families
     acceptor.allow = parse_networks(allow)
     acceptor.tls = tls
+    acceptor.home_ok = hosted is not None and tls is None  # TLS reads go the general way
     if private_fd >= 0:
         acceptor.private = socket.socket(fileno=private_fd)
         acceptor.private.setblocking(False)
