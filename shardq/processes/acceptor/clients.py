@@ -38,6 +38,9 @@ FRONT_MAX_JOB = 1 << 20
 #: flight, so the replies on their way to it (job bodies) are bounded too (at 128, 60 KB
 #: jobs: +34 MiB at most, measured; 512: +96 MiB). Other commands' replies are small.
 MAX_PIPED = 128
+#: Commands one connection may run in one turn of the loop (the rest runs in the next
+#: turns, between the other connections' commands). One read is bounded by RECV_BYTES.
+PUMP_BUDGET = 256
 #: Commands whose replies carry a job body.
 BIG_REPLIES = (c.Peek, c.PeekReady, c.PeekDelayed, c.PeekBuried)
 
@@ -243,8 +246,8 @@ def read(self: Acceptor, conn: Conn) -> None:
         conn.eof = True
         if conn.waiting is not None:
             self.reserve_at_eof(conn)
-        elif conn.phase is IDLE and conn.held is None:
-            self.finish(conn)
+        elif conn.phase is IDLE and conn.held is None and conn not in self.backlog:
+            self.finish(conn)  # else pump finishes it once its commands have run
         return
     used = 0
     if self.home_ok and self.can_serve_home(conn):  # the fast path (home.py)
@@ -301,12 +304,19 @@ def read_pending(self: Acceptor, conn: Conn) -> None:
 
 
 def pump(self: Acceptor, conn: Conn) -> None:
-    """Run the connection's buffered commands until one must wait for a reply. Replies
-    stay in order: a command joins a pipeline only if its answer comes from the same
-    shard; any other waits (held) until the pipeline has drained."""
+    """Run the connection's buffered commands until one must wait for a reply, at most
+    PUMP_BUDGET of them: the rest waits for the next turn (`backlog`), so a connection
+    with a long pipeline cannot stall the others. Replies stay in order: a command joins a
+    pipeline only if its answer comes from the same shard; any other waits (held) until
+    the pipeline has drained."""
     conn.pumping = True
+    budget = PUMP_BUDGET
     try:
         while conn.phase < BUSY:  # IDLE or PIPING
+            if not budget:
+                self.backlog.add(conn)  # what is left runs next turn (run_backlog)
+                return
+            budget -= 1
             cmd = conn.held or conn.parser.next_command()
             if cmd is None:
                 if conn.eof and conn.phase is IDLE:
@@ -326,12 +336,21 @@ def pump(self: Acceptor, conn: Conn) -> None:
             self.pause_input(conn)
 
 
+def run_backlog(self: Acceptor) -> None:
+    """Go on with the connections whose commands pump left for this turn."""
+    backlog, self.backlog = self.backlog, set()
+    for conn in backlog:
+        if conn.phase is not CLOSED:
+            self.pump(conn)
+
+
 def close(self: Acceptor, conn: Conn) -> None:
     if conn.phase is CLOSED:
         return
     conn.step("close")
     self.conns.pop(conn.id, None)
     self.dirty.discard(conn)
+    self.backlog.discard(conn)
     if conn.events:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(conn.sock)

@@ -95,6 +95,7 @@ class Acceptor:
     handshake = clients.handshake
     read_pending = clients.read_pending
     pump = clients.pump
+    run_backlog = clients.run_backlog
     close = clients.close
     interest = clients.interest
     overflow = clients.overflow
@@ -207,6 +208,7 @@ class Acceptor:
         self.cross: dict[int, CrossReserve] = {}
         self.outq: dict[int, list[list[Any]]] = {}
         self.dirty: set[Conn] = set()
+        self.backlog: set[Conn] = set()  # connections with commands left for the next turn
         self.timers: list[tuple[int, int, CrossReserve]] = []
         self.blocks: dict[int, int] = {}  # id block -> shard
         self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
@@ -259,6 +261,8 @@ class Acceptor:
             timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
         if self.retry_soon:
             timeout = min(timeout, RETRY_S)
+        if self.backlog:
+            timeout = 0  # commands are left over from the last turn (clients.pump)
         if self.accept_paused_until:
             self.resume_accepting()
             if self.accept_paused_until:
@@ -284,6 +288,8 @@ class Acceptor:
         self.worked = bool(events)
         if self.hosted is not None:
             self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        if self.backlog:
+            self.run_backlog()  # what the last turn left, before anything new is read
         self.handle_events(events)
         self.drain_zmq()
         self.run_timers(time.monotonic_ns())
