@@ -45,6 +45,7 @@ YAML layout::
       cert: null           # PEM certificate (chain); with key: TLS on the beanstalk port
       key: null            # PEM private key
       client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
+      handshake_timeout: 5 # seconds a client has to finish its TLS handshake
     allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
     metrics:
       listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
@@ -100,6 +101,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _port,
     _port_or_null,
     _positive,
+    _seconds,
     _shards,
     _stats_yaml,
     _user,
@@ -154,6 +156,7 @@ class Config:
     tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on the beanstalk port
     tls_key: str | None = None  # --tls-key PEM
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
+    tls_handshake_timeout: float = 5.0  # seconds to finish a TLS handshake (no flag)
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
     metrics_tls_cert: str | None = None  # with metrics_tls_key: HTTPS on the metrics port
@@ -197,6 +200,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "tls_cert": ("tls.cert", _path),
     "tls_key": ("tls.key", _path),
     "tls_client_ca": ("tls.client_ca", _path),
+    "tls_handshake_timeout": ("tls.handshake_timeout", _seconds),
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
     "metrics_listen": ("metrics.listen", _host_port),

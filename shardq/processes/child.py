@@ -161,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
     acceptor.add_argument("--tls-key", default=None, help="PEM private key")
     acceptor.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
+    acceptor.add_argument("--tls-handshake-timeout", type=float, default=5.0, help="seconds")
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
@@ -275,6 +276,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tls,
         args.private_fd,
         not args.by_name,
+        args.tls_handshake_timeout,
     )
 
 

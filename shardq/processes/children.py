@@ -163,6 +163,7 @@ def acceptor_argv(
         tls_cert=cfg.tls_cert,
         tls_key=cfg.tls_key,
         tls_client_ca=cfg.tls_client_ca,
+        tls_handshake_timeout=cfg.tls_handshake_timeout,
         ready_fd=ready_fd,
         private_fd=private_fd,
         host=hosted,

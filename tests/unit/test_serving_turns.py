@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import make_cert
 
 from shardq.processes.acceptor import clients
 from shardq.processes.acceptor.conn import Conn
 from shardq.processes.acceptor.loop import Acceptor
+from shardq.processes.listener import tls_context
 from shardq.processes.shard import ShardCore
 
 USED = b"USING default\r\n"
@@ -122,3 +124,19 @@ def test_the_fast_path_serves_a_cycle_in_one_turn_and_counts_it(acceptor: Accept
     other = received(a)  # the waiting reserve took b's job; then the delete of abc ran
     assert other.startswith(b"RESERVED ")
     assert other.endswith(b"\r\nx\r\nDELETED\r\n")
+
+
+def test_half_open_tls_handshakes_are_bounded(acceptor: Acceptor, tmp_path: Path) -> None:
+    """Past max_handshakes TLS connections under way, a new one is closed at accept (and
+    counted); the ones admitted wait for their handshake."""
+    cert, key = make_cert(tmp_path, "server", "127.0.0.1")
+    acceptor.tls = tls_context(str(cert), str(key), None)
+    acceptor.max_handshakes = 2
+    port = acceptor.listener.getsockname()[1]
+    raw = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(3)]
+    acceptor.accept()
+    assert len(acceptor.handshakes) == 2
+    assert acceptor.tls_failed == 1
+    assert raw[2].recv(10) == b""  # the third: closed at once
+    for sock in raw:
+        sock.close()

@@ -15,7 +15,6 @@ from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
-from shardq.processes.acceptor.handoff import MAX_MOVES
 from shardq.processes.listener import allowed
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -189,11 +188,13 @@ def accept(self: Acceptor, private: bool = False) -> None:
         if sock.family != socket.AF_UNIX:  # `-l unix:PATH`
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
+            if not self.admit_handshake():
+                sock.close()
+                continue
             sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         conn = Conn(self.next_conn, sock, job_limit(self, private))
         if tls is not None:
-            conn.handshaking = True  # done in read(), as the client's messages come
-            conn.moves = MAX_MOVES  # TLS state cannot be handed to another process
+            self.start_handshake(conn)
         self.next_conn += MAX_SERVING
         self.total_connections += 1
         self.conns[conn.id] = conn
@@ -270,39 +271,6 @@ def read(self: Acceptor, conn: Conn) -> None:
     self.pump(conn)
 
 
-def handshake(self: Acceptor, conn: Conn) -> bool:
-    """Go on with a TLS handshake; True once it is done (the client may have sent commands
-    with its last handshake message: read them at once). A failed one (no or a wrong
-    client certificate, not TLS at all) closes the connection, logged at DEBUG."""
-    try:
-        conn.sock.do_handshake()  # type: ignore[attr-defined]
-    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-        return False
-    except (ssl.SSLError, OSError) as e:
-        self.tls_failed += 1
-        log.debug("connection %d: TLS handshake failed: %s", conn.id, e)
-        self.close(conn)
-        return False
-    conn.handshaking = False
-    return True
-
-
-def read_pending(self: Acceptor, conn: Conn) -> None:
-    """Feed what the TLS layer has decrypted but not handed over yet."""
-    sock = conn.sock
-    while conn.phase is not CLOSED and sock.pending():  # type: ignore[attr-defined]
-        try:
-            n = sock.recv_into(self.rbuf)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
-        except OSError:
-            self.close(conn)
-            return
-        if not n:
-            return
-        conn.parser.feed(self.rview[:n])
-
-
 def pump(self: Acceptor, conn: Conn) -> None:
     """Run the connection's buffered commands until one must wait for a reply, at most
     PUMP_BUDGET of them: the rest waits for the next turn (`backlog`), so a connection
@@ -351,6 +319,8 @@ def close(self: Acceptor, conn: Conn) -> None:
     self.conns.pop(conn.id, None)
     self.dirty.discard(conn)
     self.backlog.discard(conn)
+    if conn.handshaking:
+        self.handshakes.pop(conn, None)
     if conn.events:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(conn.sock)

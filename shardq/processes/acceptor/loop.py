@@ -24,6 +24,7 @@ other processes), clients.py (client sockets), handlers.py (the commands), cross
 
 from __future__ import annotations
 
+import os
 import resource
 import selectors
 import socket
@@ -38,7 +39,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import tagged
 from shardq.engine.job import NS
 from shardq.processes import lifeline, live, wakeup
-from shardq.processes.acceptor import clients, cross, handlers, handoff, home, ids, peers
+from shardq.processes.acceptor import clients, cross, handlers, handoff, home, ids, peers, tls
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.listener import Network, parse_networks
 from shardq.processes.shard import ShardCore, ShardServer
@@ -92,8 +93,11 @@ class Acceptor:
     pause_accepting = clients.pause_accepting
     resume_accepting = clients.resume_accepting
     read = clients.read
-    handshake = clients.handshake
-    read_pending = clients.read_pending
+    handshake = tls.handshake
+    read_pending = tls.read_pending
+    admit_handshake = tls.admit_handshake
+    start_handshake = tls.start_handshake
+    expire_handshakes = tls.expire_handshakes
     pump = clients.pump
     run_backlog = clients.run_backlog
     close = clients.close
@@ -229,6 +233,9 @@ class Acceptor:
         #: the fast path (home.py) is on: a hosted shard, no TLS (set_fast_path)
         self.home_ok = hosted is not None
         self.tls_failed = 0
+        self.handshakes: dict[Conn, float] = {}  # TLS handshakes under way -> deadline (tls.py)
+        self.handshake_s = tls.HANDSHAKE_TIMEOUT_S  # tls.handshake_timeout
+        self.max_handshakes = tls.MAX_HANDSHAKES
         self.max_output = max_output_bytes
         self.output_closed = 0
         job_max = max(max_job_size, clients.FRONT_MAX_JOB)
@@ -263,6 +270,8 @@ class Acceptor:
             timeout = min(timeout, RETRY_S)
         if self.backlog:
             timeout = 0  # commands are left over from the last turn (clients.pump)
+        if self.handshakes:
+            timeout = min(timeout, self.expire_handshakes())
         if self.accept_paused_until:
             self.resume_accepting()
             if self.accept_paused_until:
@@ -335,7 +344,10 @@ class Acceptor:
         connections: with many there is nearly always input, and the other core belongs to
         the clients. Adaptive: a poll that catches nothing makes the next 1, 2, 4 … 64 busy
         turns sleep at once, so a client that thinks between commands costs at most one
-        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it."""
+        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it. Between
+        two polls it yields the core (sched_yield): on a busy machine the client it waits
+        for may be the process waiting for this core, and on a quiet one the yield returns
+        at once."""
         if self.spin_skip:
             self.spin_skip -= 1
             return []
@@ -345,6 +357,7 @@ class Acceptor:
             if events:
                 self.spin_backoff = 1
                 return events
+            os.sched_yield()
             if time.monotonic() >= until:
                 self.spin_skip = self.spin_backoff
                 self.spin_backoff = min(2 * self.spin_backoff, SPIN_MAX_SKIP)
