@@ -158,6 +158,8 @@ class Supervisor:
             argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
             self.frontends.append(Child(name, argv, (fd,)))
         self.children += self.frontends
+        #: the children that accept clients: their limits and allow-list change on SIGHUP
+        self.doors = self.acceptors + self.frontends
         if self.metrics is not None:
             self.children.append(self.metrics_child(self.metrics))
 
@@ -292,7 +294,7 @@ class Supervisor:
         setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
         live.write(self.run_dir, settings)
         for child in self.children:
-            child.live_args = live.argv(settings, acceptor=child in self.acceptors)
+            child.live_args = live.argv(settings, door=child in self.doors)
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGHUP)
 

@@ -15,6 +15,7 @@ from collections import Counter
 
 from shardq.engine.policy import Policies
 from shardq.processes import live, wakeup
+from shardq.processes.door import Gate
 from shardq.processes.frontend.loop import FrontendLoop
 from shardq.processes.frontend.session import Session, Task, gather
 from shardq.processes.kestrel import commands
@@ -137,10 +138,12 @@ def main(
     journal_dir: str | None,
     sync: bool,
     tubes: str = "",
+    gate: Gate | None = None,
 ) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    Frontend(
+    front = Frontend(
         listen_fd,
         backend_path,
         max_item,
@@ -150,4 +153,6 @@ def main(
         journal_dir,
         sync,
         tubes,
-    ).serve_forever()
+    )
+    front.gate = gate or front.gate
+    front.serve_forever()
