@@ -186,8 +186,7 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("--listen-fd", type=int, required=True, help="the HTTP socket")
     metrics.add_argument("--serving", type=int, default=1, help="how many serving processes")
     metrics.add_argument("--roles", required=True, help="role labels that must run, by commas")
-    metrics.add_argument("--tls-cert", default=None, help="PEM chain: HTTPS [plain HTTP]")
-    metrics.add_argument("--tls-key", default=None, help="PEM private key")
+    _add_door(metrics)  # --tls-cert, --tls-key: HTTPS [plain HTTP]
     metrics.add_argument(
         "--no-serving-stats",
         action="store_true",
@@ -322,6 +321,7 @@ def run_workq(args: argparse.Namespace) -> None:
 
 def run_metrics(args: argparse.Namespace) -> None:
     from shardq.processes.metrics import main as metrics_main
+    from shardq.processes.metrics_http import MAX_OPEN
 
     metrics_main(
         args.listen_fd,
@@ -330,8 +330,7 @@ def run_metrics(args: argparse.Namespace) -> None:
         args.serving,
         args.roles.split(","),
         not args.no_serving_stats,
-        args.tls_cert,
-        args.tls_key,
+        door_gate(args, cap=MAX_OPEN),
     )
 
 

@@ -218,14 +218,15 @@ FRONT_ARGV = {"kestrel": kestrel_argv, "workq": workq_argv}
 def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:
     """The metrics process: its HTTP socket, and the role labels that must run (/health).
     Without a hosted shard (--no-colocate) the serving processes' counters never reach its
-    `stats`: it leaves them out."""
+    `stats`: it leaves them out. A door like the others, with a certificate of its own."""
+    door = door_options(cfg)
+    door.update(tls_cert=cfg.metrics_tls_cert, tls_key=cfg.metrics_tls_key, tls_client_ca=None)
     return child_argv(
         "metrics",
         listen_fd=listen_fd,
         serving=cfg.serving,
         roles=",".join(names),
         no_serving_stats=not cfg.colocate,
-        tls_cert=cfg.metrics_tls_cert,
-        tls_key=cfg.metrics_tls_key,
+        **door,
         **common_options(cfg, run_dir),
     )

@@ -161,7 +161,8 @@ class Supervisor:
         #: the children that accept clients: their limits and allow-list change on SIGHUP
         self.doors = self.acceptors + self.frontends
         if self.metrics is not None:
-            self.children.append(self.metrics_child(self.metrics))
+            self.doors.append(self.metrics_child(self.metrics))
+            self.children.append(self.doors[-1])
 
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is

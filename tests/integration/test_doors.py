@@ -121,8 +121,8 @@ def served(server: Server, door: str, source: str) -> bool:
 
 
 def test_every_door_closes_clients_from_elsewhere(doors) -> None:
-    server = doors(("kestrel", "workq"), ALLOW)
-    for door in ("beanstalk", "kestrel", "workq"):
+    server = doors(("kestrel", "workq", "metrics"), ALLOW)
+    for door in ("beanstalk", "kestrel", "workq", "metrics"):
         assert not served(server, door, ELSEWHERE), door
         assert served(server, door, ALLOWED), door
 
@@ -130,8 +130,8 @@ def test_every_door_closes_clients_from_elsewhere(doors) -> None:
 def test_a_sighup_takes_a_new_allow_list_to_every_door(doors, tmp_path: Path) -> None:
     conf = tmp_path / "shardq.yaml"
     conf.write_text("allow: []\n")
-    server = doors(("kestrel", "workq"), ("--config", str(conf)))
-    everyone = ("beanstalk", "kestrel", "workq")
+    server = doors(("kestrel", "workq", "metrics"), ("--config", str(conf)))
+    everyone = ("beanstalk", "kestrel", "workq", "metrics")
     assert all(served(server, door, ELSEWHERE) for door in everyone)
     conf.write_text(f"allow: [10.0.0.0/8, {ALLOWED}/32]\n")
     server.proc.send_signal(signal.SIGHUP)
