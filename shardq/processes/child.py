@@ -197,6 +197,7 @@ def parser() -> argparse.ArgumentParser:
     kestrel.add_argument("--listen-fd", type=int, required=True)
     kestrel.add_argument("--backend", required=True, help="the serving processes' unix socket")
     kestrel.add_argument("--max-job-size", type=int, required=True)
+    kestrel.add_argument("--admin", action="store_true", help="flush_all, reload, shutdown")
     _add_door(kestrel)
     kestrel.add_argument("--max-jobs", type=int, default=0)
     kestrel.add_argument("--max-memory", type=int, default=0)
@@ -302,6 +303,7 @@ def run_kestrel(args: argparse.Namespace) -> None:
         args.sync_journal,
         args.tubes,
         door_gate(args),
+        args.admin,
     )
 
 

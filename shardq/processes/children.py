@@ -186,6 +186,7 @@ def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         listen_fd=listen_fd,
         backend=os.path.join(run_dir, PRIVATE_SOCKET),
         max_job_size=cfg.max_job_size,
+        admin=cfg.kestrel_admin,
         max_jobs=cfg.max_jobs,
         max_memory=cfg.max_memory,
         journal=cfg.wal_dir is not None,

@@ -62,6 +62,8 @@ class Frontend(FrontendLoop):
         live.on_change(self.fanout.take_live)
         if journal_dir is not None:
             self.expiry.keep(journal_dir, sync, self.fanout)
+        #: kestrel.admin: flush_all, reload and shutdown are served (off: they are unknown)
+        self.admin = False
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
         self.janitor_jobs: list[int] = []  # the janitor's last batch of expired jobs
@@ -77,6 +79,8 @@ class Frontend(FrontendLoop):
         cmd, s.held = s.held or s.parser.next_command(), None
         if cmd is None:
             return None
+        if not self.admin and commands.is_admin(cmd):
+            return commands.not_enabled(self, s, cmd)
         if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
             return commands.do_sets(self, s, gather(s, cmd, is_set, next_parsed))
         if isinstance(cmd, k.Simple):
@@ -139,8 +143,10 @@ def main(
     sync: bool,
     tubes: str = "",
     gate: Gate | None = None,
+    admin: bool = False,
 ) -> None:
-    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text);
+    `admin`: serve the administrative commands (kestrel.admin)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     front = Frontend(
@@ -155,4 +161,5 @@ def main(
         tubes,
     )
     front.gate = gate or front.gate
+    front.admin = admin
     front.serve_forever()
