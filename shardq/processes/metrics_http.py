@@ -9,7 +9,10 @@ One selector loop over the listening socket and every connection, all non-blocki
 * at most `MAX_OPEN` connections are open (or ``limits.max_connections``, if lower): a new
   one takes the place of the oldest still sending its request, so idle or slow clients
   cannot keep a health check out; only when every open one is being answered is a new one
-  refused (`door.Gate`, which also applies the allow-list and TLS);
+  refused (`door.Gate`, which also applies the allow-list and TLS). A turn reads what came
+  before it accepts, and accepts at most half the bound: a client whose request has
+  arrived when the turn after its accept reads is not taken for an idle one by a flood of
+  new connections;
 * the requests whose heads are whole in one turn are answered together (`Respond`: one
   gathered view serves them all), then written as their clients take them. A client that
   went before its answer is closed with one DEBUG line.
@@ -81,7 +84,10 @@ class HttpDoor:
         return next((c for c in self.conns.values() if c.waiting), None)
 
     def accept(self) -> None:
-        while (sock := accept_next(self.listener)) is not None:
+        for _ in range(max(1, self.gate.conn_limit // 2)):
+            sock = accept_next(self.listener)
+            if sock is None:
+                return
             oldest = self.oldest_waiting()
             staying = len(self.conns) - (oldest is not None)  # if one had to make room
             admitted = self.gate.admit(sock, staying)
@@ -175,9 +181,10 @@ class HttpDoor:
         return max(0.0, min(lifeline.CHECK_EVERY_S, first - time.monotonic()))
 
     def turn(self) -> None:
+        waiting = False  # connections wait to be accepted: after the reads
         for key, mask in self.sel.select(self.timeout()):
             if key.data is None:
-                self.accept()
+                waiting = True
             elif key.data is wakeup.SIGNALLED:
                 wakeup.drain(key.fd)
             elif mask & selectors.EVENT_READ:
@@ -185,6 +192,8 @@ class HttpDoor:
             elif mask & selectors.EVENT_WRITE:
                 self.write(key.data)
         self.answer_ready()
+        if waiting:
+            self.accept()
         self.expire()
 
     def serve_forever(self) -> None:
