@@ -15,7 +15,7 @@ from shardq.cluster.routing import MAX_SERVING, tube_shard
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
-from shardq.processes.listener import allowed
+from shardq.processes.door import turned_away
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -176,13 +176,7 @@ def accept(self: Acceptor, private: bool = False) -> None:
             if e.errno == errno.ECONNABORTED:
                 continue
             raise
-        if self.allow and not private and not allowed(self.allow, sock):  # --allow
-            self.connections_denied += 1
-            sock.close()
-            continue
-        if self.conn_limit and len(self.conns) >= self.conn_limit:  # limits.max_connections
-            self.connections_refused += 1
-            sock.close()
+        if turned_away(self, sock, len(self.conns), private):  # allow, max_connections
             continue
         sock.setblocking(False)
         if sock.family != socket.AF_UNIX:  # `-l unix:PATH`
@@ -266,7 +260,7 @@ def read(self: Acceptor, conn: Conn) -> None:
         log.error("out of memory reading connection %d; closed", conn.id)
         self.close(conn)
         return
-    if self.tls is not None:  # TLS may hold decrypted bytes that epoll cannot see
+    if isinstance(conn.sock, ssl.SSLSocket):  # TLS may hold decrypted bytes epoll cannot see
         self.read_pending(conn)
     self.pump(conn)
 
