@@ -42,10 +42,11 @@ YAML layout::
       level: null          # debug | info | warning | error; null -> from -V (warning, info, debug)
       format: text         # text (one line) | json (one object a line)
     tls:
-      cert: null           # PEM certificate (chain); with key: TLS on the beanstalk port
+      cert: null           # PEM certificate (chain); with key: TLS on beanstalk, Kestrel, Workq
       key: null            # PEM private key
       client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
-    allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
+      handshake_timeout: 5 # seconds a client has to finish its TLS handshake
+    allow: []              # TCP clients of every port only from these, e.g. [10.0.0.0/8, ::1]
     metrics:
       listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
       tls_cert: null       # PEM certificate (chain); with tls_key: the endpoint is HTTPS
@@ -53,6 +54,7 @@ YAML layout::
     kestrel:
       listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
       port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
+      admin: false         # true -> flush_all, reload, shutdown served (false: unknown commands)
     workq:
       listen: 127.0.0.1    # the Workq (text protocol) front-end's address
       port: null           # null -> no Workq front-end; Workq's own port is 9922; 0 -> any
@@ -99,6 +101,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _port,
     _port_or_null,
     _positive,
+    _seconds,
     _shards,
     _stats_yaml,
     _user,
@@ -152,15 +155,17 @@ class Config:
     max_memory: int = 0  # --max-memory SIZE (bytes); 0 = no limit; bodies + per-job overhead
     log_level: str | None = None  # --log-level; debug|info|warning|error; None: from -V
     log_format: str = "text"  # --log-format; text (one line) or json (one object a line)
-    tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on the beanstalk port
+    tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on beanstalk, Kestrel, Workq
     tls_key: str | None = None  # --tls-key PEM
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
+    tls_handshake_timeout: float = 5.0  # seconds to finish a TLS handshake (no flag)
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
     metrics_tls_cert: str | None = None  # with metrics_tls_key: HTTPS on the metrics port
     metrics_tls_key: str | None = None  # (no flag: the config file's metrics.tls_*)
     kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
     kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
+    kestrel_admin: bool = False  # Kestrel's flush_all, reload, shutdown served (no flag)
     workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
     workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
     #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
@@ -198,6 +203,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "tls_cert": ("tls.cert", _path),
     "tls_key": ("tls.key", _path),
     "tls_client_ca": ("tls.client_ca", _path),
+    "tls_handshake_timeout": ("tls.handshake_timeout", _seconds),
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
     "metrics_listen": ("metrics.listen", _host_port),
@@ -205,6 +211,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "metrics_tls_key": ("metrics.tls_key", _path),
     "kestrel_listen": ("kestrel.listen", _word),
     "kestrel_port": ("kestrel.port", _port_or_null),
+    "kestrel_admin": ("kestrel.admin", _bool),
     "workq_listen": ("workq.listen", _word),
     "workq_port": ("workq.port", _port_or_null),
     "tubes": ("tubes", tube_policies),

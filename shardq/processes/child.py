@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
 from shardq.processes import live
+from shardq.processes.door import Gate, make_gate
 from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
@@ -113,6 +114,23 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tubes", default="", help="per-tube policies, JSON ('': none)")
 
 
+def _add_door(parser: argparse.ArgumentParser) -> None:
+    """What every listening door takes (processes/door.py): who may come in, how many, TLS."""
+    parser.add_argument("--max-connections", type=int, default=0, help="0: no limit")
+    parser.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    parser.add_argument("--allow", default="", help="networks, comma-separated; '': any")
+    parser.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
+    parser.add_argument("--tls-key", default=None, help="PEM private key")
+    parser.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
+    parser.add_argument("--tls-handshake-timeout", type=float, default=5.0, help="seconds")
+
+
+def door_gate(args: argparse.Namespace, cap: int = 0) -> Gate:
+    """The door's `Gate` from its options (`cap`: the door's own connection bound)."""
+    cert, key, ca = args.tls_cert, args.tls_key, args.tls_client_ca
+    return make_gate(args.allow, args.max_connections, cert, key, ca, cap)
+
+
 def _add_shard_store(parser: argparse.ArgumentParser) -> None:
     """What a shard keeps besides its place: event log, server name, write-ahead log."""
     parser.add_argument("--events-dir", default="", help="job event log directory [off]")
@@ -143,12 +161,7 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--listen-fd", type=int, required=True)
     acceptor.add_argument("--max-job-size", type=int, required=True)
     acceptor.add_argument("--poll-us", type=int, default=100, help="0: never poll")
-    acceptor.add_argument("--max-connections", type=int, default=0, help="0: no limit")
-    acceptor.add_argument("--max-output-bytes", type=int, default=4 << 20)
-    acceptor.add_argument("--allow", default="", help="networks, comma-separated; '': any")
-    acceptor.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
-    acceptor.add_argument("--tls-key", default=None, help="PEM private key")
-    acceptor.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
+    _add_door(acceptor)
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
@@ -162,8 +175,7 @@ def parser() -> argparse.ArgumentParser:
     metrics.add_argument("--listen-fd", type=int, required=True, help="the HTTP socket")
     metrics.add_argument("--serving", type=int, default=1, help="how many serving processes")
     metrics.add_argument("--roles", required=True, help="role labels that must run, by commas")
-    metrics.add_argument("--tls-cert", default=None, help="PEM chain: HTTPS [plain HTTP]")
-    metrics.add_argument("--tls-key", default=None, help="PEM private key")
+    _add_door(metrics)  # --tls-cert, --tls-key: HTTPS [plain HTTP]
     metrics.add_argument(
         "--no-serving-stats",
         action="store_true",
@@ -174,7 +186,8 @@ def parser() -> argparse.ArgumentParser:
     kestrel.add_argument("--listen-fd", type=int, required=True)
     kestrel.add_argument("--backend", required=True, help="the serving processes' unix socket")
     kestrel.add_argument("--max-job-size", type=int, required=True)
-    kestrel.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    kestrel.add_argument("--admin", action="store_true", help="flush_all, reload, shutdown")
+    _add_door(kestrel)
     kestrel.add_argument("--max-jobs", type=int, default=0)
     kestrel.add_argument("--max-memory", type=int, default=0)
     kestrel.add_argument("--journal", action="store_true", help="the server keeps a log (-b)")
@@ -184,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     _add_common(workq)
     workq.add_argument("--listen-fd", type=int, required=True)
     workq.add_argument("--backend", required=True, help="the serving processes' unix socket")
-    workq.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    _add_door(workq)
     workq.add_argument("--journal-dir", help="keep the Workq journal here (the -b directory)")
     workq.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     workq.add_argument("--max-memory", type=int, default=0, help="the registry's bound")
@@ -237,11 +250,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
     from shardq.processes.acceptor import main as acceptor_main
     from shardq.processes.shard_process import open_core
 
-    tls = None
-    if args.tls_cert:
-        from shardq.processes.listener import tls_context
-
-        tls = tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
+    tls = door_gate(args).tls
     hosted = None
     if args.host is not None:
         store = (args.events_dir, args.server_id, wal_args(args), args.settle_from)
@@ -263,37 +272,28 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tls,
         args.private_fd,
         not args.by_name,
+        args.tls_handshake_timeout,
     )
-
-
-def kestrel_config(args: argparse.Namespace) -> list[tuple[str, object]]:
-    """What `dump_config` shows for every queue, in Kestrel's names (the limits are the
-    server's, shared by every queue; 0 means none, shown as Kestrel's "infinite")."""
-    return [
-        ("max_items", args.max_jobs or 2147483647),
-        ("max_size", args.max_memory or 9223372036854775807),
-        ("max_item_size", args.max_job_size),
-        ("max_age", 0),
-        ("discard_old_when_full", "false"),
-        ("journal", "true" if args.journal else "false"),
-        ("sync_journal", "true" if args.sync_journal else "false"),
-        ("move_expired_to", "(none)"),
-    ]
 
 
 def run_kestrel(args: argparse.Namespace) -> None:
     from shardq.processes.kestrel import main as kestrel_main
+    from shardq.processes.kestrel.policy_config import server_config
 
     kestrel_main(
         args.listen_fd,
         args.backend,
         args.max_job_size,
         args.max_output_bytes,
-        kestrel_config(args),
+        server_config(
+            args.max_jobs, args.max_memory, args.max_job_size, args.journal, args.sync_journal
+        ),
         os.getppid(),
         args.journal_dir,
         args.sync_journal,
         args.tubes,
+        door_gate(args),
+        args.admin,
     )
 
 
@@ -307,11 +307,13 @@ def run_workq(args: argparse.Namespace) -> None:
         args.journal_dir,
         args.sync_journal,
         args.max_memory,
+        door_gate(args),
     )
 
 
 def run_metrics(args: argparse.Namespace) -> None:
     from shardq.processes.metrics import main as metrics_main
+    from shardq.processes.metrics_http import MAX_OPEN
 
     metrics_main(
         args.listen_fd,
@@ -320,8 +322,7 @@ def run_metrics(args: argparse.Namespace) -> None:
         args.serving,
         args.roles.split(","),
         not args.no_serving_stats,
-        args.tls_cert,
-        args.tls_key,
+        door_gate(args, cap=MAX_OPEN),
     )
 
 

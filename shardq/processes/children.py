@@ -173,6 +173,20 @@ def shard_argv(cfg: Config, run_dir: str, shard: int) -> list[str]:
     return child_argv("shard", shard, **common_options(cfg, run_dir), **store(cfg, shard))
 
 
+def door_options(cfg: Config) -> dict[str, object]:
+    """What every client door is told (the beanstalk port, Kestrel's, Workq's): who may come
+    in, how many may be open (`limits.max_connections`), and TLS (`tls.*`)."""
+    return {
+        "max_connections": cfg.max_connections,
+        "max_output_bytes": cfg.max_output_bytes,
+        "allow": ",".join(cfg.allow),
+        "tls_cert": cfg.tls_cert,
+        "tls_key": cfg.tls_key,
+        "tls_client_ca": cfg.tls_client_ca,
+        "tls_handshake_timeout": cfg.tls_handshake_timeout,
+    }
+
+
 def acceptor_argv(
     cfg: Config, run_dir: str, index: int, ready_fd: int, listen_fd: int, private_fd: int | None
 ) -> list[str]:
@@ -186,12 +200,7 @@ def acceptor_argv(
         listen_fd=listen_fd,
         max_job_size=cfg.max_job_size,
         poll_us=cfg.poll_us,
-        max_connections=cfg.max_connections,  # each takes ceil(N / serving)
-        max_output_bytes=cfg.max_output_bytes,
-        allow=",".join(cfg.allow),
-        tls_cert=cfg.tls_cert,
-        tls_key=cfg.tls_key,
-        tls_client_ca=cfg.tls_client_ca,
+        **door_options(cfg),  # max_connections: each takes ceil(N / serving)
         ready_fd=ready_fd,
         private_fd=private_fd,
         host=hosted,
@@ -207,12 +216,13 @@ def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         listen_fd=listen_fd,
         backend=os.path.join(run_dir, PRIVATE_SOCKET),
         max_job_size=cfg.max_job_size,
-        max_output_bytes=cfg.max_output_bytes,
+        admin=cfg.kestrel_admin,
         max_jobs=cfg.max_jobs,
         max_memory=cfg.max_memory,
         journal=cfg.wal_dir is not None,
         journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+        **door_options(cfg),
         **common_options(cfg, run_dir),
     )
 
@@ -224,10 +234,10 @@ def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         "workq",
         listen_fd=listen_fd,
         backend=os.path.join(run_dir, PRIVATE_SOCKET),
-        max_output_bytes=cfg.max_output_bytes,
         journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
         max_memory=cfg.max_memory,
+        **door_options(cfg),
         **common_options(cfg, run_dir),
     )
 
@@ -239,14 +249,15 @@ FRONT_ARGV = {"kestrel": kestrel_argv, "workq": workq_argv}
 def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:
     """The metrics process: its HTTP socket, and the role labels that must run (/health).
     Without a hosted shard (--no-colocate) the serving processes' counters never reach its
-    `stats`: it leaves them out."""
+    `stats`: it leaves them out. A door like the others, with a certificate of its own."""
+    door = door_options(cfg)
+    door.update(tls_cert=cfg.metrics_tls_cert, tls_key=cfg.metrics_tls_key, tls_client_ca=None)
     return child_argv(
         "metrics",
         listen_fd=listen_fd,
         serving=cfg.serving,
         roles=",".join(names),
         no_serving_stats=not cfg.colocate,
-        tls_cert=cfg.metrics_tls_cert,
-        tls_key=cfg.metrics_tls_key,
+        **door,
         **common_options(cfg, run_dir),
     )

@@ -57,7 +57,7 @@ def read(run_dir: str) -> Live:
     return Live(**data)
 
 
-#: What a child does with new settings, besides its logging (the acceptor: its limits).
+#: What a child does with new settings, besides its logging (a door: its limits, allow-list).
 Apply = Callable[[Live], None]
 _pending = False
 _appliers: list[Apply] = []
@@ -115,15 +115,16 @@ def changes(old: Any, new: Any) -> tuple[list[Change], list[Change]]:
     return applied, refused
 
 
-def argv(settings: Live, acceptor: bool) -> list[str]:
-    """The command-line options that carry `settings` to a child started from now on."""
+def argv(settings: Live, door: bool) -> list[str]:
+    """The command-line options that carry `settings` to a child started from now on
+    (`door`: one that accepts clients, whose limits and allow-list change too)."""
     args = [
         f"--verbose={settings.verbose}",
         f"--log-level={settings.log_level or ''}",
         f"--log-format={settings.log_format}",
         f"--tubes={json.dumps(settings.tubes)}",
     ]
-    if acceptor:
+    if door:
         args += [
             f"--max-connections={settings.max_connections}",
             f"--max-output-bytes={settings.max_output_bytes}",

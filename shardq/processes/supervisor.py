@@ -158,8 +158,11 @@ class Supervisor:
             argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
             self.frontends.append(Child(name, argv, (fd,)))
         self.children += self.frontends
+        #: the children that accept clients: their limits and allow-list change on SIGHUP
+        self.doors = self.acceptors + self.frontends
         if self.metrics is not None:
-            self.children.append(self.metrics_child(self.metrics))
+            self.doors.append(self.metrics_child(self.metrics))
+            self.children.append(self.doors[-1])
         # once here, not in every child: they are forked with it imported
         preload(child.argv[0] for child in self.children)
 
@@ -295,7 +298,7 @@ class Supervisor:
         setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
         live.write(self.run_dir, settings)
         for child in self.children:
-            child.live_args = live.argv(settings, acceptor=child in self.acceptors)
+            child.live_args = live.argv(settings, door=child in self.doors)
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGHUP)
 

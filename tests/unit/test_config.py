@@ -274,3 +274,13 @@ def test_kestrel_is_off_by_default_and_named_in_errors() -> None:
         load_config("kestrel: {port: '22133'}\n")
     with pytest.raises(ConfigError, match=r"kestrel.nope: unknown key"):
         load_config("kestrel: {nope: 1}\n")
+
+
+def test_kestrel_admin_commands_are_off_unless_enabled() -> None:
+    from shardq.config import ConfigError, load_config
+
+    assert load_config(None).kestrel_admin is False
+    assert load_config("kestrel:\n  admin: true\n").kestrel_admin is True
+    with pytest.raises(ConfigError) as caught:
+        load_config("kestrel: {admin: 'yes'}\n")
+    assert str(caught.value) == "config: kestrel.admin: must be true or false, got 'yes'"

@@ -39,6 +39,7 @@ def main(
     tls: ssl.SSLContext | None = None,
     private_fd: int = -1,
     families: bool = True,
+    handshake_s: float = 5.0,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
@@ -57,6 +58,8 @@ def main(
     acceptor.families = families
     acceptor.allow = parse_networks(allow)
     acceptor.tls = tls
+    acceptor.handshake_s = handshake_s
+    acceptor.home_ok = hosted is not None and tls is None  # TLS reads go the general way
     if private_fd >= 0:
         acceptor.private = socket.socket(fileno=private_fd)
         acceptor.private.setblocking(False)
