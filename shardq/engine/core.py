@@ -64,6 +64,8 @@ class EngineCore:
         self.buckets: dict[str, int] = {}
         #: family -> the names of its tubes other than the family's own (``orders+eu``)
         self.families: dict[str, set[str]] = {}
+        #: this shard's index, shown by `stats-tube` when there are several; None: one shard
+        self.shard_index: int | None = None
         #: where a fanout's copies get their ids (the shell's; fanout.py); None: no copies
         self.copy_id: Callable[[], int] | None = None
         if owns_default:

@@ -37,6 +37,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from shardq.cluster.routing import ROUTINGS, SPREAD
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
 from shardq.processes import live
@@ -168,7 +169,9 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
     acceptor.add_argument("--private-fd", type=int, default=-1, help="the run dir's listener")
-    acceptor.add_argument("--by-name", action="store_true", help="tubes by whole name")
+    acceptor.add_argument(
+        "--routing", default=SPREAD, choices=ROUTINGS, help="how tubes are spread over shards"
+    )
     _add_shard_store(acceptor)  # of the hosted shard
     metrics = roles.add_parser("metrics")
     _add_common(metrics)
@@ -271,7 +274,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tuple(n for n in args.allow.split(",") if n),
         tls,
         args.private_fd,
-        not args.by_name,
+        args.routing,
         args.tls_handshake_timeout,
     )
 

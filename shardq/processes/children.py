@@ -19,9 +19,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from shardq.cluster.routing import SPREAD
 from shardq.config import Config
 from shardq.processes.child import child_argv, parser, run_and_exit
 from shardq.processes.forked import Forked, fork_child
+from shardq.storage import layout
 
 #: children start with these blocked and unblock them once their handlers are in place
 CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
@@ -83,35 +85,29 @@ def preload(roles: Iterable[str]) -> None:
     parser()
 
 
-FAMILIES = "families"  #: the layout file's routing: tubes by family (cluster/routing.py)
-
-
 class LayoutError(Exception):
-    """The log directory was written with another number of shards."""
+    """The log directory was written with another number of shards, or its layout file
+    cannot be read."""
 
 
-def check_layout(wal_dir: str, shards: int) -> bool:
-    """Tubes are spread by crc32(family) % shards: a log written with N shards needs N
-    shards. True: tubes go by family (a new log directory); False: by their whole names
-    (one written before families, whose layout file has no ``routing=`` line)."""
-    path = os.path.join(wal_dir, "layout")
+def check_layout(wal_dir: str, shards: int) -> str:
+    """The tube routing of the log in `wal_dir` (cluster/routing.py): the one its layout
+    file records (storage/layout.py), or, for a new directory, `SPREAD`, recorded now. A log
+    written with N shards needs N shards (the config takes N from it: config.read_config)."""
     try:
-        with open(path) as f:
-            lines = dict(line.split("=", 1) for line in f.read().split())
-    except FileNotFoundError:
-        with open(path + ".tmp", "w") as f:
-            f.write(f"shards={shards}\nrouting={FAMILIES}\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
-        return True
-    written = int(lines["shards"])
-    if written != shards:
+        written = layout.read(wal_dir)
+    except layout.LayoutFileError as e:
+        raise LayoutError(str(e)) from None
+    if written is None:
+        layout.write(wal_dir, layout.Layout(shards, SPREAD))
+        return SPREAD
+    if written.shards != shards:
         raise LayoutError(
-            f"{wal_dir} holds the log of {written} shards: start with --shards {written}, "
-            "or drain the jobs into a new server (re-partitioning a log is not supported yet)"
+            f"{wal_dir} holds the log of {written.shards} shards: start with --shards "
+            f"{written.shards}, or drain the jobs into a new server (re-partitioning a log is "
+            "not supported yet)"
         )
-    return lines.get("routing") == FAMILIES
+    return written.routing
 
 
 def families_needed(tubes: dict[str, dict[str, object]]) -> str | None:

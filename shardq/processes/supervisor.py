@@ -30,6 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
+from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
 from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
@@ -100,11 +101,11 @@ class Supervisor:
         os.makedirs(self.run_dir, exist_ok=True)
         self.state_dir = config.wal_dir or self.run_dir
         os.makedirs(self.state_dir, exist_ok=True)
-        #: tubes go by family (a new log directory, or none), or by whole name (an old one)
-        self.families = True
+        #: how tubes are spread (cluster/routing.py): SPREAD, or what an old log recorded
+        self.routing = SPREAD
         if config.wal_dir is not None:
-            self.families = check_layout(config.wal_dir, config.shards)
-            if not self.families:
+            self.routing = check_layout(config.wal_dir, config.shards)
+            if self.routing == NAMES:
                 moving = families_needed(config.tubes)
                 if moving:
                     raise LayoutError(
@@ -115,6 +116,12 @@ class Supervisor:
                 log.warning(
                     "%s was written before tube families: tubes stay spread by whole name, "
                     "so a fanout or expired_to reaches only the tubes of the same shard",
+                    config.wal_dir,
+                )
+            elif self.routing == FAMILIES:
+                log.info(
+                    "%s keeps the tube routing it was written with (crc32 of the family: "
+                    "numbered tube names may share a shard; a new log directory spreads them)",
                     config.wal_dir,
                 )
         self.stopping = False
@@ -205,7 +212,7 @@ class Supervisor:
         private = None if self.private is None else self.private.fileno()
         fd = self.listener.fileno()
         argv = roles.acceptor_argv(self.config, self.run_dir, index, ready_fd, fd, private)
-        return argv if self.families else [*argv, "--by-name"]
+        return [*argv, f"--routing={self.routing}"]
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -272,7 +279,7 @@ class Supervisor:
         except ConfigError as e:
             log.error("SIGHUP: %s; nothing changed", e)
             return
-        moving = None if self.families else families_needed(new.tubes)
+        moving = families_needed(new.tubes) if self.routing == NAMES else None
         if moving:
             log.error("SIGHUP: tubes.%s.expired_to needs tube families; nothing changed", moving)
             return

@@ -12,6 +12,7 @@ from shardq.protocol.stats_keys import (
     JOB_COUNT_KEYS,
     POLICY_TUBE_KEYS,
     SHARD_COUNT_KEYS,
+    SHARD_TUBE_KEY,
     STATS_JOB_KEYS,
     STATS_KEYS,
     STATS_TUBE_KEYS,
@@ -70,3 +71,13 @@ def test_proto_is_the_parser_and_the_replies() -> None:
     for name in proto.__all__:
         home = parser if hasattr(parser, name) else replies
         assert getattr(proto, name) is getattr(home, name), name
+
+
+def test_stats_tube_names_the_shard_only_with_several() -> None:
+    e = Engine()
+    e.put(1, 1, "default", 0, 0, 60, b"x", T0)
+    assert SHARD_TUBE_KEY not in yaml_keys(e.stats_tube("default", T0))  # one shard
+    e.shard_index = 3  # as shard_process.open_core sets it with several shards
+    reply = e.stats_tube("default", T0)
+    assert yaml_keys(reply) == [*STATS_TUBE_KEYS, SHARD_TUBE_KEY]
+    assert reply.endswith(b"\npause-time-left: 0\nshard: 3\n\r\n")
