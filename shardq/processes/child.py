@@ -38,6 +38,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from shardq.cluster.routing import ROUTINGS, SPREAD
+from shardq.config.values import DEFAULT_MAX_OUTPUT_BYTES
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
 from shardq.processes import live
@@ -115,11 +116,18 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tubes", default="", help="per-tube policies, JSON ('': none)")
 
 
+def _add_connection_limits(parser: argparse.ArgumentParser) -> None:
+    """Who may come in, and how much it may leave unread: reloadable (processes/live.py).
+    Every door takes them, and the coordinator (`stats` shows the limit-* keys when one is
+    set)."""
+    parser.add_argument("--max-connections", type=int, default=0, help="0: no limit")
+    parser.add_argument("--max-output-bytes", type=int, default=DEFAULT_MAX_OUTPUT_BYTES)
+    parser.add_argument("--allow", default="", help="networks, comma-separated; '': any")
+
+
 def _add_door(parser: argparse.ArgumentParser) -> None:
     """What every listening door takes (processes/door.py): who may come in, how many, TLS."""
-    parser.add_argument("--max-connections", type=int, default=0, help="0: no limit")
-    parser.add_argument("--max-output-bytes", type=int, default=4 << 20)
-    parser.add_argument("--allow", default="", help="networks, comma-separated; '': any")
+    _add_connection_limits(parser)
     parser.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
     parser.add_argument("--tls-key", default=None, help="PEM private key")
     parser.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
@@ -153,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
     _add_common(coordinator)
     coordinator.add_argument("--state-dir", required=True, help="where the id state lives")
     coordinator.add_argument("--segment-bytes", type=int, required=True)
+    _add_connection_limits(coordinator)  # stats shows the limit-* keys when one is set
     shard = roles.add_parser("shard")
     shard.add_argument("index", type=int)
     _add_common(shard)
@@ -230,7 +239,8 @@ def role_label(args: argparse.Namespace) -> str:
 def run_coordinator(args: argparse.Namespace) -> None:
     from shardq.processes.coordinator import main as coordinator_main
 
-    coordinator_main(args.run_dir, args.state_dir, args.shards, args.segment_bytes)
+    limited = live.limits_set(args.max_connections, args.max_output_bytes, args.allow)
+    coordinator_main(args.run_dir, args.state_dir, args.shards, args.segment_bytes, limited)
 
 
 def run_shard(args: argparse.Namespace) -> None:

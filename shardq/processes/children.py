@@ -157,10 +157,15 @@ def settle_args(cfg: Config, host: int | None) -> list[str]:
 
 
 def coordinator_argv(cfg: Config, run_dir: str, state_dir: str) -> list[str]:
+    """The coordinator: where the id blocks are kept, and the connection limits (`stats`
+    shows its limit-* keys when a limit is set)."""
     return child_argv(
         "coordinator",
         state_dir=state_dir,
         segment_bytes=cfg.segment_bytes,
+        max_connections=cfg.max_connections,
+        max_output_bytes=cfg.max_output_bytes,
+        allow=",".join(cfg.allow),
         **common_options(cfg, run_dir),
     )
 

@@ -53,7 +53,9 @@ class Peers:
 
     def request(self, key: int, rid: int) -> list[Any]:
         if key == COORDINATOR:
-            return [wire.STATS, rid, 0, {}]  # {}: no serving process's fields of our own
+            # {}: no serving process's fields of our own; True: every limit-* key (the
+            # metrics show them whether or not a limit is set)
+            return [wire.STATS, rid, 0, {}, True]
         return [ops.METRICS, rid, 0]
 
     def ask_all(self, within_s: float = ANSWER_WITHIN_S) -> dict[int, list[Any]]:

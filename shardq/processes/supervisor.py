@@ -305,7 +305,8 @@ class Supervisor:
         setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
         live.write(self.run_dir, settings)
         for child in self.children:
-            child.live_args = live.argv(settings, door=child in self.doors)
+            with_limits = child in self.doors or child.name == "coordinator"
+            child.live_args = live.argv(settings, with_limits)
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGHUP)
 

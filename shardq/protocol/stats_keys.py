@@ -93,6 +93,8 @@ STATS_KEYS = (
 
 #: shardq's own `stats` keys, after all of beanstalkd's (clients that parse its keys in
 #: order still do): the configured limits (0: none) and how often each closed a connection.
+#: Shown only when a limit is set or has acted (processes/coordinator.py): a default
+#: server's `stats` has beanstalkd's keys only.
 LIMIT_KEYS = (
     "limit-max-connections",
     "limit-connections-refused",

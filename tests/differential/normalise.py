@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from shardq.protocol.stats_keys import LIMIT_KEYS, SHARD_TUBE_KEY
+from shardq.protocol.stats_keys import SHARD_TUBE_KEY
 
 #: Stats keys whose values depend on the process, the host, the clock or the binlog.
 IGNORED_KEYS = frozenset(
@@ -39,10 +39,6 @@ IGNORED_KEYS = frozenset(
         "file",
     }
 )
-
-#: shardq-only `stats` keys (stats_keys.LIMIT_KEYS), always shown after beanstalkd's keys:
-#: beanstalkd has no such lines, so they are left out of the comparison.
-SHARDQ_ONLY_KEYS = frozenset(LIMIT_KEYS)
 
 #: The key shardq adds to `stats-tube` with several shards (stats_keys.SHARD_TUBE_KEY),
 #: after all of beanstalkd's: left out of the comparison for a server with several shards
@@ -103,7 +99,7 @@ def _normalise_yaml(
             out.append(line)
             continue
         k = key.decode(errors="replace")
-        if k in SHARDQ_ONLY_KEYS or k in drop:
+        if k in drop:
             continue
         if k == "id" and is_job and value.isdigit():
             value = ids.token(int(value))
