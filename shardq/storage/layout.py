@@ -37,7 +37,7 @@ def read(log_dir: str) -> Layout | None:
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new directory (or none: said later)
         return None
     except OSError as e:
         raise LayoutFileError(f"{path}: cannot be read: {e.strerror}") from None
