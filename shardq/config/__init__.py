@@ -316,9 +316,9 @@ def _written_shards(values: dict[str, Any], wheres: dict[str, str], shards: int,
     if given is not None and given != shards:
         raise ConfigError(
             wheres["shards"],
-            f"{log} holds the log of {shards} shards, not {given}: start with {shards} (or "
-            "leave shards unset: the log's count is the default), or drain its jobs into a "
-            "new server (re-partitioning a log is not supported yet)",
+            f"{log} holds the log of {shards} shards, not {given}: start with --shards {shards} "
+            "or with shards unset (the log's count is the default then), or drain its jobs "
+            "into a new server (re-partitioning a log is not supported yet)",
         )
     return shards
 

@@ -135,9 +135,9 @@ def test_a_shards_setting_that_disagrees_with_the_log_is_refused(
     wal = str(tmp_path / "wal")
     start(running, tmp_path, 2, "-b", wal, "--shards", "3").stop()
     assert refused(tmp_path, 8, "-b", wal, "--shards", "2") == (
-        f"shardq: flag --shards (shards): {wal} holds the log of 3 shards, not 2: start with 3 "
-        "(or leave shards unset: the log's count is the default), or drain its jobs into a new "
-        "server (re-partitioning a log is not supported yet)"
+        f"shardq: flag --shards (shards): {wal} holds the log of 3 shards, not 2: start with "
+        "--shards 3 or with shards unset (the log's count is the default then), or drain its "
+        "jobs into a new server (re-partitioning a log is not supported yet)"
     )
     (tmp_path / "q.yaml").write_text(f"shards: 4\nwal:\n  dir: {wal}\n")
     line = refused(tmp_path, 8, "--config", "q.yaml")

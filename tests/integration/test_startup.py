@@ -169,7 +169,7 @@ def test_a_log_of_another_shard_count_is_refused_before_binding(refused, tmp_pat
     (tmp_path / "wal" / LAYOUT_FILE).write_text("shards=3\n")
     line = refused("-b", "wal", "--shards", "2")
     assert line.startswith("shardq: flag --shards (shards): wal holds the log of 3 shards, "), line
-    assert "start with 3" in line
+    assert "start with --shards 3" in line
 
 
 def test_a_directory_that_is_not_writable_is_named(refused) -> None:
