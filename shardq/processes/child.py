@@ -117,9 +117,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_connection_limits(parser: argparse.ArgumentParser) -> None:
-    """Who may come in, and how much it may leave unread: reloadable (processes/live.py).
-    Every door takes them, and the coordinator (`stats` shows the limit-* keys when one is
-    set)."""
+    """Who may come in, how much it may leave unread (reloadable: processes/live.py): every
+    door takes them, and the coordinator (`stats` shows the limit-* keys when one is set)."""
     parser.add_argument("--max-connections", type=int, default=0, help="0: no limit")
     parser.add_argument("--max-output-bytes", type=int, default=DEFAULT_MAX_OUTPUT_BYTES)
     parser.add_argument("--allow", default="", help="networks, comma-separated; '': any")
@@ -178,9 +177,7 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
     acceptor.add_argument("--private-fd", type=int, default=-1, help="the run dir's listener")
-    acceptor.add_argument(
-        "--routing", default=SPREAD, choices=ROUTINGS, help="how tubes are spread over shards"
-    )
+    acceptor.add_argument("--routing", default=SPREAD, choices=ROUTINGS, help="tube placement")
     _add_shard_store(acceptor)  # of the hosted shard
     metrics = roles.add_parser("metrics")
     _add_common(metrics)

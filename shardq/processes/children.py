@@ -13,17 +13,20 @@ import functools
 import gc
 import importlib
 import json
+import logging
 import os
 import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shardq.cluster.routing import SPREAD
+from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
 from shardq.config import Config
 from shardq.processes.child import child_argv, parser, run_and_exit
 from shardq.processes.forked import Forked, fork_child
 from shardq.storage import layout
+
+log = logging.getLogger(__name__)
 
 #: children start with these blocked and unblock them once their handlers are in place
 CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
@@ -108,6 +111,33 @@ def check_layout(wal_dir: str, shards: int) -> str:
             "not supported yet)"
         )
     return written.routing
+
+
+def log_routing(cfg: Config) -> str:
+    """The routing of the log in `cfg.wal_dir` (`check_layout`), with what it costs said in
+    the log; LayoutError when the config needs tube families the log does not have."""
+    assert cfg.wal_dir is not None
+    routing = check_layout(cfg.wal_dir, cfg.shards)
+    if routing == NAMES:
+        moving = families_needed(cfg.tubes)
+        if moving:
+            raise LayoutError(
+                f"tubes.{moving}.expired_to: {cfg.wal_dir} was written before tube "
+                "families, so a tube's family may be on another shard; drain its jobs "
+                "into a new log directory to move expired jobs"
+            )
+        log.warning(
+            "%s was written before tube families: tubes stay spread by whole name, "
+            "so a fanout or expired_to reaches only the tubes of the same shard",
+            cfg.wal_dir,
+        )
+    elif routing == FAMILIES:
+        log.info(
+            "%s keeps the tube routing it was written with (crc32 of the family: "
+            "numbered tube names may share a shard; a new log directory spreads them)",
+            cfg.wal_dir,
+        )
+    return routing
 
 
 def families_needed(tubes: dict[str, dict[str, object]]) -> str | None:

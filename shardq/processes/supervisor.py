@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
-from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
+from shardq.cluster.routing import NAMES, SPREAD
 from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
@@ -40,8 +40,8 @@ from shardq.processes.children import (
     PRIVATE_SOCKET,
     Child,
     LayoutError,
-    check_layout,
     families_needed,
+    log_routing,
     preload,
 )
 from shardq.processes.forked import TimeoutExpired
@@ -102,28 +102,7 @@ class Supervisor:
         self.state_dir = config.wal_dir or self.run_dir
         os.makedirs(self.state_dir, exist_ok=True)
         #: how tubes are spread (cluster/routing.py): SPREAD, or what an old log recorded
-        self.routing = SPREAD
-        if config.wal_dir is not None:
-            self.routing = check_layout(config.wal_dir, config.shards)
-            if self.routing == NAMES:
-                moving = families_needed(config.tubes)
-                if moving:
-                    raise LayoutError(
-                        f"tubes.{moving}.expired_to: {config.wal_dir} was written before tube "
-                        "families, so a tube's family may be on another shard; drain its jobs "
-                        "into a new log directory to move expired jobs"
-                    )
-                log.warning(
-                    "%s was written before tube families: tubes stay spread by whole name, "
-                    "so a fanout or expired_to reaches only the tubes of the same shard",
-                    config.wal_dir,
-                )
-            elif self.routing == FAMILIES:
-                log.info(
-                    "%s keeps the tube routing it was written with (crc32 of the family: "
-                    "numbered tube names may share a shard; a new log directory spreads them)",
-                    config.wal_dir,
-                )
+        self.routing = SPREAD if config.wal_dir is None else log_routing(config)
         self.stopping = False
         self.draining = False
         #: the protocol front-ends' listening sockets, by name (kestrel, workq)
