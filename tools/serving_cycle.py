@@ -24,7 +24,6 @@ import statistics
 import tempfile
 import time
 
-from shardq.cluster.routing import TubeShards
 from shardq.processes.acceptor.conn import Conn
 from shardq.processes.acceptor.loop import Acceptor
 from shardq.processes.shard import ShardCore
@@ -40,7 +39,6 @@ def make_acceptor(run_dir: str) -> tuple[Acceptor, socket.socket]:
     listener.listen()
     acceptor = Acceptor(listener.detach(), run_dir, 1, 65535, ShardCore(0, True))
     acceptor.spare[0] = [range(1, 1 << 40)]  # ids at hand: no coordinator to lease from
-    acceptor.tube_shards = TubeShards(1)  # as acceptor/process.py sets it
     acceptor.accepting = True
     return acceptor, listener
 

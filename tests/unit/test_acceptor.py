@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from shardq.cluster import wire
-from shardq.cluster.routing import TubeShards, tube_shard
+from shardq.cluster.routing import tube_shard
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor import handlers
@@ -33,7 +33,6 @@ def make_acceptor(tmp_path: Path, shards: int) -> Acceptor:
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     acceptor = Acceptor(listener.detach(), str(tmp_path), shards, 65535)
-    acceptor.tube_shards = TubeShards(shards)  # as acceptor/process.py sets it
     return acceptor
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from helpers import make_cert
 
-from shardq.cluster.routing import TubeShards
 from shardq.processes.acceptor import clients
 from shardq.processes.acceptor.conn import Conn
 from shardq.processes.acceptor.loop import Acceptor
@@ -31,7 +30,6 @@ def acceptor(tmp_path: Path) -> Iterator[Acceptor]:
     listener.listen()
     a = Acceptor(listener.detach(), str(tmp_path), 1, 65535, ShardCore(0, True))
     a.spare[0] = [range(1, 1 << 40)]  # ids at hand: there is no coordinator to lease from
-    a.tube_shards = TubeShards(1)  # as acceptor/process.py sets it
     yield a
     for s in a.socks.values():
         s.close(0)

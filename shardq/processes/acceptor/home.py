@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from shardq.cluster.routing import TubeShards
 from shardq.engine.engine import RESERVED
 from shardq.engine.job import NS
 from shardq.processes.acceptor.conn import IDLE, Conn
@@ -60,6 +61,7 @@ def serve_home(self: Acceptor, conn: Conn, data: bytes) -> int:
     end = len(data)
     now = time.monotonic_ns()
     max_output = self.max_output
+    tube_shards = self.tube_shards
     pos = 0
     while pos < end:
         nl = find(CRLF, pos, pos + MAX_LINE)
@@ -87,7 +89,7 @@ def serve_home(self: Acceptor, conn: Conn, data: bytes) -> int:
                 or delay > U32_MAX
                 or ttr > U32_MAX
                 or self.draining
-                or self.shard_of(tube) != home
+                or tube_shards[tube] != home
             ):
                 break
             job_id = self.take_id(home)
@@ -113,7 +115,7 @@ def serve_home(self: Acceptor, conn: Conn, data: bytes) -> int:
                 stat = "cmd-reserve-with-timeout"
             else:
                 break
-            if not all_home(self, conn.watch, home):
+            if not all_home(tube_shards, conn.watch, home):
                 break
             stats[stat] += 1
             if not conn.worker:
@@ -154,7 +156,8 @@ def serve_home(self: Acceptor, conn: Conn, data: bytes) -> int:
     return pos
 
 
-def all_home(self: Acceptor, tubes: list[str], home: int) -> bool:
+def all_home(tube_shards: TubeShards, tubes: list[str], home: int) -> bool:
     """Do all these tubes live on the hosted shard?"""
-    shard_of = self.shard_of
-    return all(shard_of(tube) == home for tube in tubes)
+    if len(tubes) == 1:
+        return tube_shards[tubes[0]] == home
+    return all(tube_shards[tube] == home for tube in tubes)

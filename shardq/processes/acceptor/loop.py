@@ -36,7 +36,7 @@ from typing import Any, cast
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import tagged
+from shardq.cluster.routing import TubeShards, tagged
 from shardq.engine.job import NS
 from shardq.processes import lifeline, live, wakeup
 from shardq.processes.acceptor import clients, cross, handlers, handoff, home, ids, peers, tls
@@ -162,7 +162,6 @@ class Acceptor:
         # no allow-list (only the server's user can open the run directory)
         self.private: socket.socket | None = None
         self.shard_count = shards
-        self.families = True  # tubes by family (cluster/routing.py), or by whole name
         self.max_job_size = max_job_size
         self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}
@@ -217,7 +216,7 @@ class Acceptor:
         self.blocks: dict[int, int] = {}  # id block -> shard
         self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
         self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
-        self.tube_shards: dict[str, int] = {}  # a cache of shard_of
+        self.tube_shards = TubeShards(shards)  # tube -> shard (process.py: the log's routing)
         self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
         self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
         self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
