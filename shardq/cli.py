@@ -24,6 +24,7 @@ from shardq.config import DEFAULT_CONFIG
 from shardq.log import setup as setup_logging
 from shardq.processes.spawn import pin_import_root
 from shardq.start import EXIT_FAILURE, EXIT_OK, start_server
+from shardq.usage import SuggestingCommand
 
 app = typer.Typer(
     name="shardq",
@@ -61,7 +62,8 @@ def main(version: VersionOption = False) -> None:
 
 
 @app.command(
-    short_help="Run the server (accepts beanstalkd's flags; flags override the config file)."
+    cls=SuggestingCommand,
+    short_help="Run the server (accepts beanstalkd's flags; flags override the config file).",
 )
 def serve(
     listen: Annotated[
@@ -88,14 +90,17 @@ def serve(
         str | None, typer.Option("-s", metavar="BYTES", help="WAL segment size [10485760].")
     ] = None,
     shards: Annotated[
-        str | None, typer.Option("--shards", metavar="N", help="Shards [half the cores].")
+        str | None,
+        typer.Option(
+            "--shards", metavar="N", help="Shards [half the cores, at least --serving]."
+        ),
     ] = None,
     serving: Annotated[
         str | None,
         typer.Option(
             "--serving",
             metavar="N",
-            help="Serving processes: each accepts clients and hosts a shard [1].",
+            help="Serving processes: each accepts clients and hosts a shard [2; 1 on one core].",
         ),
     ] = None,
     config_file: Annotated[
