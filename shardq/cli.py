@@ -91,9 +91,7 @@ def serve(
     ] = None,
     shards: Annotated[
         str | None,
-        typer.Option(
-            "--shards", metavar="N", help="Shards [half the cores, at least --serving]."
-        ),
+        typer.Option("--shards", metavar="N", help="Shards [half the cores, at least --serving]."),
     ] = None,
     serving: Annotated[
         str | None,
