@@ -319,7 +319,8 @@ def analyze(
 ) -> None:
     """Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out.
 
-    Exit status 2 when an input path does not exist, cannot be read or holds no valid event.
+    Exit status 2 when an input path does not exist, cannot be read or holds no valid event,
+    or when --out is a file or a place that cannot be written (both checked before Spark).
     """
     setup_logging("analyze", verbose)
     if importlib.util.find_spec("pyspark") is None:

@@ -15,7 +15,7 @@ line of ours replaces them. `--verbose` shows Spark's own output instead.
 
 Exit status: 0 done; 1 Spark or the job failed; 2 the input: a path that does not exist,
 input that cannot be read, or no valid event in it (malformed lines are counted and skipped
-with a warning).
+with a warning), or a local --out it could not write (checked before Spark starts).
 """
 
 from __future__ import annotations
@@ -147,6 +147,24 @@ def check_local_paths(paths: list[str]) -> None:
                 raise InputError(f"cannot read {name}: permission denied")
 
 
+def check_local_out(out: str) -> None:
+    """Raise InputError for a local --out that the job could not write, before a JVM
+    starts: a file, something under a file, or a place this user may not write (the
+    directory itself if it exists, else its nearest existing parent). URIs are Spark's."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    local = os.path.abspath(out.removeprefix("file://"))
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise InputError(f"--out {out}: not a directory")
+    existing = local
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise InputError(f"--out {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: cannot write in {existing}: permission denied")
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0][:300]
@@ -263,6 +281,7 @@ def run_job(paths: list[str], out: str, master: str | None = None, verbose: int 
     """Run the whole job in a fresh or existing session; returns an exit status."""
     try:
         check_local_paths(paths)
+        check_local_out(out)
     except InputError as e:
         log.error("%s", e)
         return EXIT_INPUT
