@@ -106,7 +106,7 @@ def main(
     `gate`: who may connect, how many, HTTPS (None: anyone, plain HTTP)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    gatherer = Gatherer(run_dir, shards, tuple(expected), serving_stats)
+    gatherer = Gatherer(run_dir, shards, tuple(expected), serving_stats, serving)
     gate = gate or Gate()
     live.on_change(gate.take_live)
     endpoint = Endpoint(gatherer, shards, serving)
