@@ -91,7 +91,11 @@ def serve(
     ] = None,
     shards: Annotated[
         str | None,
-        typer.Option("--shards", metavar="N", help="Shards [half the cores, at least --serving]."),
+        typer.Option(
+            "--shards",
+            metavar="N",
+            help="Shards [one per serving process; a -b log keeps its own].",
+        ),
     ] = None,
     serving: Annotated[
         str | None,

@@ -15,7 +15,7 @@ ABSENT = {"none", "off", "no TLS", "any", "from -V"}
 #: Defaults computed from the core count: help text -> {cores: the value it must give}.
 COMPUTED = {
     "2; 1 on one core": ("serving", {1: 1, 2: 2, 8: 2, 64: 2}),
-    "half the cores, at least --serving": ("shards", {1: 1, 2: 2, 3: 2, 8: 4, 16: 8}),
+    "one per serving process; a -b log keeps its own": ("shards", {1: 1, 2: 2, 8: 2, 16: 2}),
 }
 
 
