@@ -119,7 +119,7 @@ fmt: test-venv
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
 
-# Performance (issue 4): the standard matrix against beanstalkd and shardq, 3 rounds A,B,A,B,
+# Performance: the standard matrix against beanstalkd and shardq, 3 rounds A,B,A,B,
 # then shardq with 1, 2 and 4 shards; rewrites the generated part of docs/BENCHMARKS.md
 # (plus docs/benchmarks.png and .json). About 7 minutes on 2 cores (6.4 min measured, 2026-11-23).
 BENCH_ARGS ?= --rounds 3 --scaling 1,2,4

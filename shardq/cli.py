@@ -24,6 +24,7 @@ from shardq.config import DEFAULT_CONFIG
 from shardq.log import setup as setup_logging
 from shardq.processes.spawn import pin_import_root
 from shardq.start import EXIT_FAILURE, EXIT_OK, start_server
+from shardq.usage import SuggestingCommand
 
 app = typer.Typer(
     name="shardq",
@@ -61,7 +62,8 @@ def main(version: VersionOption = False) -> None:
 
 
 @app.command(
-    short_help="Run the server (accepts beanstalkd's flags; flags override the config file)."
+    cls=SuggestingCommand,
+    short_help="Run the server (accepts beanstalkd's flags; flags override the config file).",
 )
 def serve(
     listen: Annotated[
@@ -88,14 +90,19 @@ def serve(
         str | None, typer.Option("-s", metavar="BYTES", help="WAL segment size [10485760].")
     ] = None,
     shards: Annotated[
-        str | None, typer.Option("--shards", metavar="N", help="Shards [half the cores].")
+        str | None,
+        typer.Option(
+            "--shards",
+            metavar="N",
+            help="Shards [one per serving process; a -b log keeps its own].",
+        ),
     ] = None,
     serving: Annotated[
         str | None,
         typer.Option(
             "--serving",
             metavar="N",
-            help="Serving processes: each accepts clients and hosts a shard [1].",
+            help="Serving processes: each accepts clients and hosts a shard [2; 1 on one core].",
         ),
     ] = None,
     config_file: Annotated[
@@ -316,7 +323,8 @@ def analyze(
 ) -> None:
     """Job analytics on Spark: tubes.csv, Parquet tables and report.html under --out.
 
-    Exit status 2 when an input path does not exist, cannot be read or holds no valid event.
+    Exit status 2 when an input path does not exist, cannot be read or holds no valid event,
+    or when --out is a file or a place that cannot be written (both checked before Spark).
     """
     setup_logging("analyze", verbose)
     if importlib.util.find_spec("pyspark") is None:

@@ -12,17 +12,20 @@ not refused. Every check still runs afterwards; a refusal closes the socket agai
 
 from __future__ import annotations
 
+import gc
 import getopt
 import os
 import re
 import socket
 import sys
-from pathlib import Path
-from typing import Any
 
 from shardq import __version__
 from shardq.flags import EXIT_OK, FLAGS
 from shardq.processes.bind import bind_listener
+
+TYPE_CHECKING = False  # typing (≈ 3 ms) and pathlib are not imported before the bind
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_USAGE = 5  #: beanstalkd's status for an unknown flag or a stray argument
 #: beanstalkd 1.12's flags: -b -f -F -h -l -p -s -u -V -v -z, and -c -n (ignored)
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         return usage_error(f"unknown argument: {rest[0]}")
     overrides: dict[str, Any] = {}
-    config_file: Path | None = None
+    config_file: str | None = None
     no_fsync, ignored = False, []
     for opt, value in opts:
         if opt == "-h":
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         elif opt in ("-c", "-n"):
             ignored.append(opt)
         elif opt == "--config":
-            config_file = Path(value)
+            config_file = value
         elif opt == "--no-colocate":
             overrides["colocate"] = False
         elif opt == "--allow":  # repeatable
@@ -94,9 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             overrides[SHORT_FIELDS[opt[1]]] = value
     bound = bind_early(overrides) if config_file is None else None
-    from shardq.start import start_server  # after the bind: it imports the config, yaml, ssl
+    gc.disable()  # start-up makes no garbage worth a pass (on again once the children run)
+    from pathlib import Path  # after the bind, as the rest
 
-    return start_server(config_file, overrides, no_fsync, ignored, in_process=True, bound=bound)
+    from shardq.start import start_server  # it imports the config, yaml, ssl
+
+    config_path = None if config_file is None else Path(config_file)
+    return start_server(config_path, overrides, no_fsync, ignored, in_process=True, bound=bound)
 
 
 #: where the config would come from without --config (a file there may set listen/port)

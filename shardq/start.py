@@ -73,7 +73,7 @@ def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
 def check_and_bind(
     config: Config, overrides: dict[str, Any], bound: socket.socket | None = None
 ) -> socket.socket:
-    """`shardq.processes.startup.check_start` on the directories, log and user of `config`,
+    """`shardq.processes.startup.check_start` on the directories and user of `config`,
     the lock on `-b` and `--run-dir` (one server per directory), held from here on through
     the exec into the supervisor, then the listening socket: bound here, before the
     processes start, so a client that connects at once waits in the backlog instead of
@@ -81,13 +81,10 @@ def check_and_bind(
     StartupError (or OSError from binding) leaves nothing behind."""
     given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir, "events_dir": config.events_dir}
     dirs = [(setting_name(n, overrides, config), p) for n, p in given.items() if p is not None]
-    wal = None
-    if config.wal_dir is not None:
-        wal = (setting_name("wal_dir", overrides, config), config.wal_dir, config.shards)
     user = None
     if config.user is not None:
         user = (setting_name("user", overrides, config), config.user)
-    check_start(dirs, None, user)
+    check_start(dirs, user)
     given = {"wal_dir": config.wal_dir, "run_dir": config.run_dir}
     locked = [p for p in given.values() if p is not None]
     new_dirs = [p for p in locked if not os.path.isdir(p)]
@@ -97,7 +94,6 @@ def check_and_bind(
         config.user,
     )
     try:
-        check_start([], wal)
         check_tls(config, overrides)
         check_metrics_port(config, overrides)
         if config.run_dir is not None:

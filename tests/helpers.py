@@ -103,11 +103,30 @@ def skip_or_fail(hint: str) -> NoReturn:
     pytest.skip(hint)
 
 
-def tube_on_shard(shard: int, shards: int, prefix: str = "tube") -> str:
-    """The first tube name ``<prefix><n>`` that hashes to ``shard`` (crc32(name) % shards,
-    as the server routes; computed here, not with the server's code)."""
+def _mix32(h: int) -> int:
+    """MurmurHash3's 32-bit finaliser."""
+    for shift, factor in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = ((h ^ (h >> shift)) * factor) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def shard_of_tube(name: str, shards: int) -> int:
+    """The shard of a tube as the server spreads tubes (routing "spread", docs/ARCHITECTURE.md:
+    the family's stem mixed, plus the number of its trailing digits, with ``default`` where
+    crc32 puts it); computed here, not with the server's code."""
+    family = name.split("+", 1)[0]
+    stem = family.rstrip("0123456789")
+    number = int(family[len(stem) :] or 0)
+    default = crc32(b"default")
+    return (_mix32(crc32(stem.encode())) + number + default - _mix32(default)) % shards
+
+
+def tube_on_shard(
+    shard: int, shards: int, prefix: str = "tube", rule: Callable[[str, int], int] = shard_of_tube
+) -> str:
+    """The first tube name ``<prefix><n>`` the server puts on ``shard`` (by `rule`)."""
     n = 0
-    while crc32(f"{prefix}{n}".encode()) % shards != shard:
+    while rule(f"{prefix}{n}", shards) != shard:
         n += 1
     return f"{prefix}{n}"
 
@@ -222,6 +241,32 @@ def waiting_to_be_accepted(port: int) -> int:
             if fields[1] == f"0100007F:{port:04X}" and fields[3] == "0A":  # LISTEN
                 return int(fields[4].split(":")[1], 16)
     raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def put_body(sock: socket.socket, body: bytes) -> bytes:
+    """``put 0 0 60`` of `body`; its reply line."""
+    send(sock, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
+    return read_replies(sock, 1)[0]
+
+
+def ready_ids(port: int, tube: str = "default") -> set[int]:
+    """The ids of every ready job of `tube`: each reserved, then given back by the close
+    (the set stays as it was)."""
+    sock = connect(port)
+    send(sock, f"watch {tube}\r\n".encode())
+    read_replies(sock, 1)
+    if tube != "default":
+        send(sock, b"ignore default\r\n")
+        read_replies(sock, 1)
+    found: set[int] = set()
+    while True:
+        send(sock, b"reserve-with-timeout 0\r\n")
+        (reply,) = read_replies(sock, 1)
+        if not reply.startswith(b"RESERVED"):
+            break
+        found.add(int(reply.split()[1]))
+    sock.close()
+    return found
 
 
 def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: float = 0.01) -> T:

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shardq.bench.workloads import Spec
+from shardq.bench.workloads import Spec, counted
 
 #: "beanstalk-door": beanstalk driven by this module's loop, for ratios like for like
 PROTOCOLS = ("beanstalk", "kestrel", "workq", "beanstalk-door")
@@ -307,7 +307,7 @@ def format_protocol_result(result: dict[str, object]) -> str:
     return (
         f"{result['protocol']} {result['workload']}: {result['ops_per_s']:,} ops/s "
         f"({result['ops']:,} in {result['seconds']} s, client CPU {result['client_cpu_s']} s; "
-        f"{result['connections']} connections, "
+        f"{counted(int(str(result['connections'])), 'connection')}, "
         f"{result['pipeline']} in flight each, {result['size']}-byte bodies; "
         f"queue {result['queue']}; {result['removed']} left removed at the end)"
     )

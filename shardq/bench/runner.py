@@ -17,7 +17,7 @@ from typing import Any
 from shardq.bench.hist import Histogram
 from shardq.bench.loadgen import OPS, SLOTS, LoadLoop, connect
 from shardq.bench.servers import CpuWindow
-from shardq.bench.workloads import Spec, plan
+from shardq.bench.workloads import Spec, counted, plan
 
 #: Seconds a --jobs run may take at most (every load is bounded in time).
 JOBS_TIME_LIMIT = 600.0
@@ -225,8 +225,10 @@ def format_result(r: dict[str, Any]) -> str:
     """Human-readable table: throughput per op, latency percentiles in microseconds."""
     s = r["spec"]
     lines = [
-        f"{s['workload']} against {s['host']}:{s['port']}: {s['connections']} connections, "
-        f"pipeline {s['pipeline']}, {s['size']}-byte bodies, {s['processes']} load processes",
+        f"{s['workload']} against {s['host']}:{s['port']}: "
+        f"{counted(s['connections'], 'connection')}, pipeline {s['pipeline']}, "
+        f"{s['size']}-byte bodies, "
+        f"{counted(s['processes'], 'load process', 'load processes')}",
         f"{r['total_ops']:,} ops in {r['elapsed_s']:.2f} s = {r['ops_per_sec']:,.0f} ops/s; "
         f"errors {r['errors']}; client CPU {r['client_cpu_s']:.1f} s",
         f"{'op':<9}{'count (ops)':>12}{'ops/s':>11}{'errors':>7}"

@@ -31,12 +31,18 @@ MATRIX_HELP = {
     "standard": "what `make bench` runs: put (1 conn; 50 conns x16 pipelined), reserve+delete"
     " (50 conns, 150,000 jobs pre-filled), mixed (50 and 200 conns), multitube (16 tubes, 64"
     " conns), pingpong (1 client), 5 s each, plus memory: RSS holding 1,000,000 ready jobs",
-    "quick": "a smoke test in about a minute: put 50x16, mixed 50, pingpong, 0.5 s each, and"
-    " memory with 20,000 jobs",
+    "quick": "a smoke test of half a minute (33 s on 2 busy cores; 29 runs, each on a fresh"
+    " server): put 50x16, mixed 50, pingpong, 0.5 s each, 3 rounds, and memory with 20,000 jobs",
     "memory": "only the memory row: each server's RSS (MiB) and bytes per job holding"
     " 1,000,000 ready 100-byte jobs",
 }
 PRODUCER, CONSUMER, DRAINER, PINGPONG = "producer", "consumer", "drainer", "pingpong"
+
+
+def counted(n: int, noun: str, nouns: str | None = None) -> str:
+    """`1 connection`, `2 connections`: a count with its noun in the right number (`nouns`,
+    the plural, when it is not the noun plus s)."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {nouns or noun + 's'}"
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Server configuration: YAML text plus command-line overrides -> a validated, frozen `Config`.
 
-Pure layer: stdlib and pyyaml only. The caller reads the file and passes its text in, so
-nothing here touches the filesystem or the network.
+`load_config` is pure (stdlib and pyyaml only): the caller passes the file's text in, so it
+touches neither the filesystem nor the network. `read_config` reads the file, and the
+layout file of the log directory it names (storage/layout.py): a log keeps the shard count
+it was written with, which replaces the default.
 
 Rules:
 - Every problem raises `ConfigError` with ONE line that names the key (or flag) and the
@@ -17,7 +19,7 @@ YAML layout::
     listen: 127.0.0.1
     port: 11300
     max_job_size: 65535
-    shards: 4              # omitted -> half the cores, at least `serving`
+    shards: 4              # omitted -> the count a -b log was written with, else `serving`
     serving: 2             # serving processes, each accepting clients and hosting a shard
                            # (omitted -> 2 with 2 cores or more; at most `shards`)
     colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
@@ -42,10 +44,11 @@ YAML layout::
       level: null          # debug | info | warning | error; null -> from -V (warning, info, debug)
       format: text         # text (one line) | json (one object a line)
     tls:
-      cert: null           # PEM certificate (chain); with key: TLS on the beanstalk port
+      cert: null           # PEM certificate (chain); with key: TLS on beanstalk, Kestrel, Workq
       key: null            # PEM private key
       client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
-    allow: []              # TCP clients only from these networks, e.g. [10.0.0.0/8, ::1]; [] -> any
+      handshake_timeout: 5 # seconds a client has to finish its TLS handshake
+    allow: []              # TCP clients of every port only from these, e.g. [10.0.0.0/8, ::1]
     metrics:
       listen: null         # HOST:PORT (a bare port: 127.0.0.1) -> /metrics, /health, dashboard
       tls_cert: null       # PEM certificate (chain); with tls_key: the endpoint is HTTPS
@@ -53,6 +56,7 @@ YAML layout::
     kestrel:
       listen: 127.0.0.1    # the Kestrel (memcache dialect) front-end's address
       port: null           # null -> no Kestrel front-end; Kestrel's own port is 22133; 0 -> any
+      admin: false         # true -> flush_all, reload, shutdown served (false: unknown commands)
     workq:
       listen: 127.0.0.1    # the Workq (text protocol) front-end's address
       port: null           # null -> no Workq front-end; Workq's own port is 9922; 0 -> any
@@ -68,11 +72,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import platform
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardq.config.tubes import tube_policies
 from shardq.config.values import (  # noqa: F401  (re-exported)
@@ -100,12 +103,16 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _port,
     _port_or_null,
     _positive,
+    _seconds,
     _shards,
     _stats_yaml,
     _user,
     _word,
     split_host_port,
 )
+
+if TYPE_CHECKING:
+    from shardq.storage.layout import Layout
 
 
 def _default_serving() -> int:
@@ -118,13 +125,18 @@ def _default_serving() -> int:
 
 
 def _default_shards() -> int:
-    """Half the cores, and at least one per serving process (each hosts one): more shards
-    than serving processes only add cross-shard reserves and hops (docs/BENCHMARKS.md)."""
-    return max(_default_serving(), min((os.cpu_count() or 1) // 2, MAX_SHARDS))
+    """One per serving process (each hosts one), whatever the cores: a shard more is a
+    process more (≈ 22 MiB idle) reached through a hop (≈ 175 µs a command against 59 µs in
+    the serving process: docs/BENCHMARKS.md), and it adds cross-shard reserves; more shards
+    pay only with more serving processes (`serving`), which sets them. (A -b log's own count
+    wins over this default: `read_config`.)"""
+    return _default_serving()
 
 
 def _default_server_id() -> str:
-    return platform.node() or "localhost"
+    """The host name (what platform.node() gives, without importing platform: ≈ 2 ms of
+    regular expressions at every start)."""
+    return os.uname().nodename or "localhost"
 
 
 @dataclass(frozen=True)
@@ -151,15 +163,17 @@ class Config:
     max_memory: int = 0  # --max-memory SIZE (bytes); 0 = no limit; bodies + per-job overhead
     log_level: str | None = None  # --log-level; debug|info|warning|error; None: from -V
     log_format: str = "text"  # --log-format; text (one line) or json (one object a line)
-    tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on the beanstalk port
+    tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on beanstalk, Kestrel, Workq
     tls_key: str | None = None  # --tls-key PEM
     tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
+    tls_handshake_timeout: float = 5.0  # seconds to finish a TLS handshake (no flag)
     allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
     metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
     metrics_tls_cert: str | None = None  # with metrics_tls_key: HTTPS on the metrics port
     metrics_tls_key: str | None = None  # (no flag: the config file's metrics.tls_*)
     kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
     kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
+    kestrel_admin: bool = False  # Kestrel's flush_all, reload, shutdown served (no flag)
     workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
     workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
     #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
@@ -197,6 +211,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "tls_cert": ("tls.cert", _path),
     "tls_key": ("tls.key", _path),
     "tls_client_ca": ("tls.client_ca", _path),
+    "tls_handshake_timeout": ("tls.handshake_timeout", _seconds),
     "log_level": ("log.level", _log_level),
     "log_format": ("log.format", _log_format),
     "metrics_listen": ("metrics.listen", _host_port),
@@ -204,6 +219,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "metrics_tls_key": ("metrics.tls_key", _path),
     "kestrel_listen": ("kestrel.listen", _word),
     "kestrel_port": ("kestrel.port", _port_or_null),
+    "kestrel_admin": ("kestrel.admin", _bool),
     "workq_listen": ("workq.listen", _word),
     "workq_port": ("workq.port", _port_or_null),
     "tubes": ("tubes", tube_policies),
@@ -246,6 +262,7 @@ def load_config(
     *,
     origin: str = "config",
     flag_names: Mapping[str, str] | None = None,
+    written: tuple[int, str] | None = None,
 ) -> Config:
     """Build a `Config` from YAML `text` (None = no file) and `overrides` (which win).
 
@@ -253,34 +270,57 @@ def load_config(
     of None means None (e.g. ``fsync_ms=None`` is "never fsync"), not "unset".
     `origin` names the file in errors; `flag_names` maps a field to the flag that set it
     (e.g. ``{"port": "-p"}``), so errors about overrides name the flag the user typed.
+    `written`: (shards, directory) of the log the server is to start on (`wal.dir`): its
+    shard count replaces the default, and a `shards` set to another count is an error.
 
     Raises ConfigError with a one-line message naming the key and the problem.
     """
     values: dict[str, Any] = {}
+    wheres: dict[str, str] = {}  # field -> how an error names the setting that set it
     if text is not None:
         for key, raw in _flatten(parse_yaml(text, origin), origin).items():
             name = _BY_YAML_KEY[key]
-            values[name] = FIELDS[name][1](f"{origin}: {key}", raw, False)
+            wheres[name] = f"{origin}: {key}"
+            values[name] = FIELDS[name][1](wheres[name], raw, False)
     flag_names = flag_names or {}
     for name, raw in (overrides or {}).items():
         if name not in FIELDS:
             raise ConfigError(f"override {name}", "unknown setting")
         flag = flag_names.get(name)
-        where = f"flag {flag} ({FIELDS[name][0]})" if flag else f"override {name}"
-        values[name] = FIELDS[name][1](where, raw, True)
+        wheres[name] = f"flag {flag} ({FIELDS[name][0]})" if flag else f"override {name}"
+        values[name] = FIELDS[name][1](wheres[name], raw, True)
+    if written is not None:
+        values["shards"] = _written_shards(values, wheres, *written)
     config = replace(Config(), **values)
     if "serving" not in values:  # the default, within the shards and colocation given
         serving = min(config.serving, config.shards) if config.colocate else 1
         config = replace(config, serving=serving)
     if config.serving > config.shards:
         if "shards" in values:
+            of_log = f", the count the log in {written[1]} was written with" if written else ""
             raise ConfigError(
-                "serving", f"must not exceed shards ({config.shards}): each hosts one shard"
+                "serving",
+                f"must not exceed shards ({config.shards}{of_log}): each hosts one shard",
             )
         config = replace(config, shards=config.serving)
     if config.serving > 1 and not config.colocate:
         raise ConfigError("colocate", "must be true with several serving processes")
     return config
+
+
+def _written_shards(values: dict[str, Any], wheres: dict[str, str], shards: int, log: str) -> int:
+    """The shard count a log was written with, which the server must keep (tubes are in
+    the log of the shard the routing gave them): it wins over the default; a `shards` set
+    to another count is refused, naming the flag or key."""
+    given = values.get("shards")
+    if given is not None and given != shards:
+        raise ConfigError(
+            wheres["shards"],
+            f"{log} holds the log of {shards} shards, not {given}: start with --shards {shards} "
+            "or with shards unset (the log's count is the default then), or drain its jobs "
+            "into a new server (re-partitioning a log is not supported yet)",
+        )
+    return shards
 
 
 # --- reading it ---------------------------------------------------------------------------
@@ -310,9 +350,35 @@ def read_config(
     the file, or says that the defaults were used."""
     text, origin = read_config_text(config_file)
     config = load_config(text, overrides, origin=origin, flag_names=flag_names)
+    if config.wal_dir is not None:  # a log written before: its shard count is the default
+        written = written_layout(config, overrides, origin, flag_names)
+        if written is not None:
+            written_at = (written.shards, config.wal_dir)
+            config = load_config(
+                text, overrides, origin=origin, flag_names=flag_names, written=written_at
+            )
     if text is None:
         origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
     return dataclasses.replace(config, source=origin)
+
+
+def written_layout(
+    config: Config, overrides: Mapping[str, Any], origin: str, flag_names: Mapping[str, str]
+) -> Layout | None:
+    """The layout the log in `config.wal_dir` was written with (storage/layout.py), or None
+    for a directory without one; a layout file that cannot be read is a ConfigError naming
+    `wal.dir` (as the flag that set it, if one did)."""
+    from shardq.storage import layout  # only with -b (shardqd imports this module early)
+
+    assert config.wal_dir is not None
+    try:
+        return layout.read(config.wal_dir)
+    except layout.LayoutFileError as e:
+        flag = flag_names.get("wal_dir")
+        where = (
+            f"flag {flag} (wal.dir)" if "wal_dir" in overrides and flag else f"{origin}: wal.dir"
+        )
+        raise ConfigError(where, str(e)) from None
 
 
 def parse_yaml(text: str, origin: str) -> dict[str, Any]:

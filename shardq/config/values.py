@@ -131,6 +131,13 @@ def _networks(where: str, value: Any, from_flag: bool) -> tuple[str, ...]:
     return tuple(networks)
 
 
+def _seconds(where: str, value: Any, from_flag: bool) -> float:
+    """A duration in seconds: a number above 0, at most an hour (tls.handshake_timeout)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+        raise ConfigError(where, f"must be a number of seconds in (0, 3600], got {value!r}")
+    return float(value)
+
+
 def _positive(where: str, value: Any, from_flag: bool) -> int:
     return _int(where, value, 1, None, from_flag)
 

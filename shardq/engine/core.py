@@ -64,6 +64,8 @@ class EngineCore:
         self.buckets: dict[str, int] = {}
         #: family -> the names of its tubes other than the family's own (``orders+eu``)
         self.families: dict[str, set[str]] = {}
+        #: this shard's index, shown by `stats-tube` when there are several; None: one shard
+        self.shard_index: int | None = None
         #: where a fanout's copies get their ids (the shell's; fanout.py); None: no copies
         self.copy_id: Callable[[], int] | None = None
         if owns_default:
@@ -140,10 +142,13 @@ class EngineCore:
     def list_tubes(self) -> list[tuple[tuple[int, int], str]]:
         return [(t.order, t.name) for t in self.tubes.values()]
 
-    def _note(self, now: int, event: str, job: Job) -> None:
+    def _note(self, now: int, event: str, job: Job, delay: int | None = None) -> None:
+        """A job event for the event log and the metrics; `delay`: the event's own (else the
+        job's: its put's, or its last release's)."""
         if self.audit is not None:
+            delay = job.delay if delay is None else delay
             self.audit.append(
-                (now, event, job.id, job.tube, job.pri, job.delay, job.ttr, len(job.body))
+                (now, event, job.id, job.tube, job.pri, delay, job.ttr, len(job.body))
             )
         if self.timing is not None:
             self.timing.note(now, event, job)

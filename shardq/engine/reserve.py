@@ -228,6 +228,9 @@ class Reserving(EngineCore):
                 self._unreserve(job)
                 if self.policed and self._bury_instead(job, now):  # max_reserves
                     continue
+                # given back: the event log has it as a release with no delay (stats-job's
+                # `releases` does not count it, as in beanstalkd)
+                self._note(now, "release", job, 0)
                 job.move("release")
                 self._enqueue(job, now)
         return held

@@ -16,6 +16,7 @@ from shardq.protocol.replies import Quoted
 from shardq.protocol.stats_keys import (
     POLICY_TUBE_KEYS,
     SHARD_COUNT_KEYS,
+    SHARD_TUBE_KEY,
     STATS_JOB_KEYS,
     STATS_TUBE_KEYS,
 )
@@ -64,6 +65,8 @@ class Stats(EngineCore):
         if tube is None:
             return replies.NOT_FOUND
         pairs = list(zip(STATS_TUBE_KEYS, self._tube_values(tube, now), strict=True))
+        if self.shard_index is not None:  # several shards: which one holds the tube
+            pairs.append((SHARD_TUBE_KEY, self.shard_index))
         if tube.policy is not None:  # after all of beanstalkd's keys, and only then
             pairs += zip(POLICY_TUBE_KEYS, self._policy_values(tube), strict=True)
         return replies.yaml_map(pairs)

@@ -13,7 +13,8 @@ Names (every one starts with ``shardq_``):
 * per tube, from every shard: ``tube_current_jobs{tube,state}``,
   ``tube_waiting_connections``,
   ``tube_connections{tube,kind}`` (using, watching), ``tube_jobs_total``,
-  ``tube_deletes_total``, ``tube_paused``; histograms ``job_wait_seconds{tube}`` (put →
+  ``tube_deletes_total``, ``tube_paused``, ``tube_shard{tube,shard,process}`` (1: where
+  the tube lives, and which process runs that shard); histograms ``job_wait_seconds{tube}`` (put →
   first reserve) and ``job_run_seconds{tube}`` (last reserve → delete);
 * per shard with ``-b``: ``wal_bytes_written_total{shard}``, ``wal_disk_bytes{shard}``,
   histogram ``wal_fsync_seconds{shard}``;
@@ -168,6 +169,20 @@ def tube_families(tubes: dict[str, dict[str, Any]]) -> Iterator[Metric]:
     yield from (jobs, waiting, conns, total, deletes, paused)
 
 
+def home_family(g: Gathered) -> Metric:
+    """1 per tube and shard that holds it, labelled with the process that runs the shard
+    (`acceptor 1`: a serving process hosts it; `shard 3`: a process of its own)."""
+    home = GaugeMetricFamily(
+        P + "tube_shard",
+        "1 for the shard that holds a tube and the process that runs that shard",
+        labels=["tube", "shard", "process"],
+    )
+    for name in sorted(g.homes):
+        for shard in g.homes[name]:
+            home.add_metric([name, str(shard), g.host_of(shard)], 1)
+    return home
+
+
 def histogram_family(
     name: str,
     doc: str,
@@ -233,6 +248,7 @@ def families(g: Gathered) -> list[Metric]:
     if g.stats is not None:
         found += server_families(g.stats)
     found += tube_families(g.tubes)
+    found.append(home_family(g))
     found += timing_families(g)
     found += process_families(g)
     found.append(

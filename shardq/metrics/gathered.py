@@ -40,6 +40,18 @@ class Gathered:
     processes: list[Proc]
     expected: tuple[str, ...]  #: the role labels that must run
     at: float = field(default_factory=time.time)
+    #: tube -> the shards whose answer listed it: the one its family routes to (a list, so
+    #: a tube two shards answered for, as while a shard restarts, shows both)
+    homes: dict[str, list[int]] = field(default_factory=dict)
+    serving: int = 1  #: serving processes: serving process i hosts shard i (colocation)
+
+    def host_of(self, shard: int) -> str:
+        """The role of the process that runs `shard`: its own process (`shard 3`) if one
+        runs, else the serving process that hosts it (`acceptor 1`; `acceptor` alone)."""
+        own = f"shard {shard}"
+        if shard >= self.serving or any(p.role == own for p in self.processes):
+            return own
+        return "acceptor" if self.serving == 1 else f"acceptor {shard}"
 
     def problems(self) -> list[str]:
         """Why the server is not healthy; [] when every process runs and answered."""

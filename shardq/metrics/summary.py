@@ -63,7 +63,9 @@ def tube_rows(g: Gathered) -> list[dict[str, Any]]:
     runs = job_histograms(g.timing, "run")
     rows = []
     for name in sorted(g.tubes):
-        row: dict[str, Any] = {"name": name, **g.tubes[name]}
+        shards = g.homes.get(name, [])
+        row: dict[str, Any] = {"name": name, **g.tubes[name], "shards": shards}
+        row["hosts"] = [g.host_of(shard) for shard in shards]
         for kind, table in (("wait", waits), ("run", runs)):
             counts = table.get(name, [[0], 0])[0]
             row[f"{kind}-count"] = sum(counts)

@@ -15,7 +15,7 @@ line of ours replaces them. `--verbose` shows Spark's own output instead.
 
 Exit status: 0 done; 1 Spark or the job failed; 2 the input: a path that does not exist,
 input that cannot be read, or no valid event in it (malformed lines are counted and skipped
-with a warning).
+with a warning), or a local --out it could not write (checked before Spark starts).
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from shardq.log import setup as setup_logging  # noqa: E402
-from shardq.pipeline import metrics, outputs  # noqa: E402
+from shardq.pipeline import metrics, outputs, report  # noqa: E402
 from shardq.pipeline.progress import ProgressLine  # noqa: E402
 from shardq.pipeline.schema import SCHEMA  # noqa: E402
+from shardq.pipeline.tuning import tuning_for  # noqa: E402
 
 APP_NAME = "shardq-analyze"
 EXIT_OK, EXIT_FAILED, EXIT_INPUT = 0, 1, 2
@@ -89,23 +90,34 @@ def analyze(spark: SparkSession, paths: list[str], out: str, step: Any = _noop_s
     write them under `out` (nothing is written when no line is valid). `step(name)` is told
     which step runs (the progress line)."""
     # Parse the JSON once: the counts and every table below read this (spills to disk when
-    # it must). Aggregates are not cached: a cached plan would keep its 200 shuffle
-    # partitions, while uncached queries let adaptive execution coalesce them.
+    # it must). The same pass finds the span of the events, which sizes the report's chart
+    # bins. Of the aggregates only the per-minute counts are kept (read twice); a cached plan
+    # keeps its shuffle partitions, few when the input is small (tuning.py).
     step("reading events")
     flagged = read_flagged(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        valid_ts = F.when(F.col(VALID), F.col("ts"))
         total = flagged.agg(
-            F.count(F.lit(1)).alias("lines"), F.sum(F.col(VALID).cast("long")).alias("valid")
+            F.count(F.lit(1)).alias("lines"),
+            F.sum(F.col(VALID).cast("long")).alias("valid"),
+            F.min(valid_ts).alias("first"),
+            F.max(valid_ts).alias("last"),
         ).first()
         lines = int(total["lines"]) if total else 0
         valid = int(total["valid"] or 0) if total else 0
-        if not valid:
+        if not valid or total is None:
             return Outcome([], lines, 0)
+        bin_s = report.bin_seconds(total["last"] - total["first"])
         events = flagged.where(F.col(VALID)).drop(VALID)
         step("computing and writing the tables")
-        counts = metrics.minute_counts(events)
-        tubes = metrics.tube_table(counts, metrics.jobs(events))
-        rows = outputs.write_all(spark, out, tubes, metrics.minute_series(counts))
+        # The per-minute counts feed both the tube table and minutes.parquet: small, kept.
+        counts = metrics.minute_counts(events).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            tubes = metrics.tube_table(counts, metrics.jobs(events))
+            series = metrics.minute_series(counts)
+            rows = outputs.write_all(spark, out, tubes, series, events, bin_s)
+        finally:
+            counts.unpersist()
         return Outcome(rows, lines, valid)
     finally:
         flagged.unpersist()
@@ -145,6 +157,24 @@ def check_local_paths(paths: list[str]) -> None:
             is_dir = os.path.isdir(name)
             if not os.access(name, os.R_OK | (os.X_OK if is_dir else 0)):
                 raise InputError(f"cannot read {name}: permission denied")
+
+
+def check_local_out(out: str) -> None:
+    """Raise InputError for a local --out that the job could not write, before a JVM
+    starts: a file, something under a file, or a place this user may not write (the
+    directory itself if it exists, else its nearest existing parent). URIs are Spark's."""
+    if "://" in out and not out.startswith("file://"):
+        return
+    local = os.path.abspath(out.removeprefix("file://"))
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise InputError(f"--out {out}: not a directory")
+    existing = local
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise InputError(f"--out {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"--out {out}: cannot write in {existing}: permission denied")
 
 
 def _first_line(error: BaseException) -> str:
@@ -220,30 +250,38 @@ def execute(
     return EXIT_OK
 
 
-def session(master: str | None, quiet: bool = False) -> SparkSession:
+def session(
+    master: str | None, quiet: bool = False, conf: dict[str, str] | None = None
+) -> SparkSession:
     """The session; only `master` from the command line may set the master. `quiet` turns
-    Spark's console stage bars off (its logging is set when its JVM starts, `_jvm_output`)."""
+    Spark's console stage bars off (its logging is set when its JVM starts, `_jvm_output`);
+    `conf`: settings sized to the input (`tuning.tuning_for`)."""
     builder = SparkSession.builder.appName(APP_NAME)
     if master:
         builder = builder.master(master)
     if quiet:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     # Minute boundaries and the report's times are UTC wherever the job runs.
     return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
 
 
 @contextlib.contextmanager
-def _jvm_output(log_file: Path) -> Iterator[None]:
-    """While the session starts: the JVM it launches gets the packaged log4j2 set-up and
-    inherits a stderr that is `log_file` (its launcher's warnings, anything it prints later);
-    ours is restored afterwards. A no-op if the JVM already runs (spark-submit)."""
+def _jvm_output(log_file: Path | None, jvm: str = "") -> Iterator[None]:
+    """While the session starts: the JVM it launches gets the `jvm` options and, with a
+    `log_file`, the packaged log4j2 set-up and a stderr that is `log_file` (its launcher's
+    warnings, anything it prints later); ours is restored afterwards. A no-op if the JVM
+    already runs (spark-submit)."""
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} -Dlog4j2.configurationFile=file:{LOG4J2}".strip()
+    added = f"{jvm} -Dlog4j2.configurationFile=file:{LOG4J2}" if log_file else jvm
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{opts} {added}".strip()
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-        with open(log_file, "ab") as f:
-            os.dup2(f.fileno(), 2)
+        if log_file is not None:
+            with open(log_file, "ab") as f:
+                os.dup2(f.fileno(), 2)
         yield
     finally:
         sys.stderr.flush()
@@ -263,6 +301,7 @@ def run_job(paths: list[str], out: str, master: str | None = None, verbose: int 
     """Run the whole job in a fresh or existing session; returns an exit status."""
     try:
         check_local_paths(paths)
+        check_local_out(out)
     except InputError as e:
         log.error("%s", e)
         return EXIT_INPUT
@@ -275,9 +314,11 @@ def run_job(paths: list[str], out: str, master: str | None = None, verbose: int 
     spark_log = Path(name)
     status = EXIT_FAILED
     started = time.monotonic()
+    tuning = tuning_for(paths, master, verbose)
+    log.debug("Spark settings for this input: %s %s", tuning.conf, tuning.jvm)
     try:
-        with _jvm_output(spark_log) if quiet else contextlib.nullcontext():
-            spark = session(master, quiet)
+        with _jvm_output(spark_log if quiet else None, tuning.jvm):
+            spark = session(master, quiet, tuning.conf)
         startup_s = time.monotonic() - started
         log.info("Spark session up in %.1f s", startup_s)
         progress = None

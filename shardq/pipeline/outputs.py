@@ -18,12 +18,19 @@ from shardq.pipeline import metrics, report
 
 #: Tubes drawn in the throughput charts (the busiest by puts); the table lists them all.
 CHART_TUBES = 8
-#: At most this many points per chart line; longer spans are summed into wider buckets.
-CHART_POINTS = 720
 
 
-def write_all(spark: SparkSession, out: str, tubes: DataFrame, series: DataFrame) -> list[dict]:
-    """Write Parquet, tubes.csv and report.html under `out`; returns the tube rows."""
+def write_all(
+    spark: SparkSession,
+    out: str,
+    tubes: DataFrame,
+    series: DataFrame,
+    events: DataFrame,
+    bin_s: int,
+) -> list[dict]:
+    """Write Parquet, tubes.csv and report.html under `out`; returns the tube rows. The
+    report's throughput charts count `events` in bins of `bin_s` seconds (`report.bin_seconds`
+    of their span), so a short run is drawn as a line, not a dot per minute."""
     out = out.rstrip("/")
     collected = tubes.collect()  # one row per tube: computed once, written three ways
     rows = [r.asDict() for r in collected]
@@ -31,8 +38,8 @@ def write_all(spark: SparkSession, out: str, tubes: DataFrame, series: DataFrame
     small.write.mode("overwrite").parquet(f"{out}/tubes.parquet")
     series.write.mode("overwrite").parquet(f"{out}/minutes.parquet")
     write_text(spark, f"{out}/tubes.csv", to_csv(rows))
-    chart, bucket = chart_series(spark.read.parquet(f"{out}/minutes.parquet"), rows)
-    write_text(spark, f"{out}/report.html", report.render(rows, chart, bucket))
+    chart = chart_series(events, rows, bin_s)
+    write_text(spark, f"{out}/report.html", report.render(rows, chart, bin_s))
     return rows
 
 
@@ -45,18 +52,23 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def chart_series(series: DataFrame, rows: list[dict]) -> tuple[list[dict], int]:
-    """The busiest tubes' per-minute counts, bucketed so a line has <= CHART_POINTS points."""
+def chart_series(events: DataFrame, rows: list[dict], bin_s: int) -> list[dict]:
+    """The busiest tubes' counts of puts, reserves, deletes and timeouts per `bin_s`-second
+    bin (t: the bin's start, epoch seconds; bins without events are left out)."""
     busiest = [r["tube"] for r in sorted(rows, key=itemgetter("puts"), reverse=True)[:CHART_TUBES]]
-    part = series.where(F.col("tube").isin(*busiest)) if busiest else series.limit(0)
-    epoch = F.unix_timestamp("minute")
-    span = part.agg(F.min(epoch).alias("lo"), F.max(epoch).alias("hi")).first()
-    minutes = 1 if span is None or span.lo is None else (span.hi - span.lo) // 60 + 1
-    bucket = max(1, -(-minutes // CHART_POINTS))
-    start = (epoch - epoch % (60 * bucket)).alias("t")
-    sums = [F.sum(c).alias(c) for c in ("puts", "reserves", "deletes", "timeouts")]
+    part = events.where(F.col("tube").isin(*busiest)) if busiest else events.limit(0)
+    start = (F.floor(F.col("ts") / bin_s) * bin_s).cast("long").alias("t")
+    sums = [
+        F.count(F.when(F.col("event") == event, 1)).alias(column)
+        for event, column in (
+            ("put", "puts"),
+            ("reserve", "reserves"),
+            ("delete", "deletes"),
+            ("timeout", "timeouts"),
+        )
+    ]
     grouped = part.groupBy("tube", start).agg(*sums).orderBy("tube", "t")
-    return [r.asDict() for r in grouped.collect()], bucket
+    return [r.asDict() for r in grouped.collect()]
 
 
 def write_text(spark: SparkSession, uri: str, text: str) -> None:

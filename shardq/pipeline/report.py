@@ -17,6 +17,11 @@ from shardq.pipeline.svg import bar_chart, line_chart
 COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
 #: Tubes shown in the percentile bar charts (the busiest); the table lists every tube.
 BAR_TUBES = 20
+#: Throughput chart bins: the narrowest of these (seconds) that gives at most CHART_BINS
+#: points over the data's span, so a one-minute run is 60 points, not one.
+BIN_SECONDS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600)
+CHART_BINS = 150
+DAY = 86_400
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:32px}
@@ -28,30 +33,40 @@ svg{display:block;margin:8px 0} svg text{font:12px system-ui,sans-serif;fill:#33
 """
 
 
-def render(tubes: list[dict], series: list[dict], bucket_minutes: int) -> str:
-    """The whole page; `series` rows are {tube, t (epoch s), puts, reserves, deletes, ...}."""
+def bin_seconds(span_s: float) -> int:
+    """The chart bin for data spanning `span_s` seconds (first to last event): at most
+    CHART_BINS bins, each a round length; whole days beyond BIN_SECONDS."""
+    for width in BIN_SECONDS:
+        if span_s / width <= CHART_BINS:
+            return width
+    return DAY * math.ceil(span_s / DAY / CHART_BINS)
+
+
+def render(tubes: list[dict], series: list[dict], bin_s: int) -> str:
+    """The whole page; `series` rows are {tube, t (epoch s, a bin's start), puts, reserves,
+    deletes, timeouts}, counted over bins of `bin_s` seconds."""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>shardq job analytics</title><style>",
         _CSS,
         "</style></head><body><h1>shardq job analytics</h1>",
-        f"<p class='note'>{_summary(tubes, series)}</p>",
+        f"<p class='note'>{_summary(tubes, series, bin_s)}</p>",
         "<h2>Tubes</h2>",
         _table(tubes),
-        _throughput(series, bucket_minutes),
+        _throughput(series, bin_s),
         _percentiles(tubes),
         "</body></html>",
     ]
     return "\n".join(parts)
 
 
-def _summary(tubes: list[dict], series: list[dict]) -> str:
+def _summary(tubes: list[dict], series: list[dict], bin_s: int) -> str:
     puts = sum(t["puts"] for t in tubes)
     deletes = sum(t["deletes"] for t in tubes)
     text = f"{len(tubes)} tubes, {puts:,} jobs put, {deletes:,} deleted"
     if series:
         lo, hi = min(r["t"] for r in series), max(r["t"] for r in series)
-        text += f"; {_when(lo)} to {_when(hi + 60)} UTC"
+        text += f"; {_when(lo, bin_s < 60)} to {_when(hi + bin_s, bin_s < 60)} UTC"
     return text + ". Wait = first reserve - (put + delay); run = delete - last reserve."
 
 
@@ -77,20 +92,30 @@ def _cell(value: object) -> str:
     return html.escape(str(value))
 
 
-def _throughput(series: list[dict], bucket: int) -> str:
+def bin_text(bin_s: int) -> str:
+    """`1 s`, `30 s`, `5 min`, `2 h`, `1 d`: a bin's width as the chart note says it."""
+    for unit, size in (("d", DAY), ("h", 3600), ("min", 60)):
+        if bin_s >= size and bin_s % size == 0:
+            return f"{bin_s // size} {unit}"
+    return f"{bin_s} s"
+
+
+def _throughput(series: list[dict], bin_s: int) -> str:
     if not series:
         return "<h2>Throughput</h2><p class='note'>No events with a time.</p>"
     names = sorted({r["tube"] for r in series})
     colors = dict(zip(names, COLORS, strict=False))
-    unit = "per minute" if bucket == 1 else f"per minute (mean over {bucket}-minute buckets)"
+    per, scale = ("second", 1) if bin_s < 60 else ("minute", 60)
+    unit = f"per {per}" + ("" if bin_s == scale else f" (mean over {bin_text(bin_s)} bins)")
+    label = _when_seconds if bin_s < 60 else _when
     out = ["<h2>Throughput</h2>"]
     for field, title in (("puts", "Jobs put"), ("deletes", "Jobs deleted (done)")):
         lines = {
-            name: [(r["t"], r[field] / bucket) for r in series if r["tube"] == name]
+            name: [(r["t"], r[field] * scale / bin_s) for r in series if r["tube"] == name]
             for name in names
         }
         out.append(f"<p class='note'>{title} {unit}, busiest {len(names)} tubes.</p>")
-        out.append(line_chart(lines, colors, _when, step=60 * bucket))
+        out.append(line_chart(lines, colors, label, step=bin_s))
     return "".join(out)
 
 
@@ -112,7 +137,13 @@ def _percentiles(tubes: list[dict]) -> str:
     return "".join(out)
 
 
-def _when(epoch: float) -> str:
+def _when(epoch: float, seconds: bool = False) -> str:
     if not math.isfinite(epoch):
         return ""
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(epoch))
+    return time.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M", time.gmtime(epoch))
+
+
+def _when_seconds(epoch: float) -> str:
+    if not math.isfinite(epoch):
+        return ""
+    return time.strftime("%H:%M:%S", time.gmtime(epoch))

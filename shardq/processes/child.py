@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
-import importlib
 import logging
 import os
 import resource
@@ -37,21 +37,17 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
+from shardq.cluster.routing import ROUTINGS, SPREAD
+from shardq.config.values import DEFAULT_MAX_OUTPUT_BYTES
 from shardq.log import FORMATS, LEVEL_NAMES
 from shardq.log import setup as setup_logging
 from shardq.processes import live, memreport
+from shardq.processes.door import Gate, make_gate
 from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
 ROLES = ("coordinator", "shard", "acceptor", "kestrel", "workq", "metrics")
-ROLE_MODULES = (
-    "shardq.processes.coordinator",
-    "shardq.processes.shard_process",
-    "shardq.processes.acceptor",
-    "shardq.processes.kestrel",
-    "shardq.processes.workq",
-)
 PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger(__name__)
@@ -76,9 +72,11 @@ GC_THRESHOLDS = (20_000, 20, 10)
 
 
 def tune_gc() -> None:
-    """Collect less often, and never walk what exists at start-up (modules, config)."""
+    """Collect less often, and never walk what exists at start-up (modules, config); the
+    supervisor forks with collection off (`preload`), so turn it on again."""
     gc.set_threshold(*GC_THRESHOLDS)
     gc.freeze()
+    gc.enable()
 
 
 # ---------------------------------------------------------------------- the command line
@@ -108,14 +106,6 @@ def role_of_pid(pid: int) -> str | None:
         return None
 
 
-def preload() -> None:
-    """Import what every role runs, so a forked child starts with it imported. The metrics
-    process imports its own (prometheus-client, http.server: ≈ 25 ms) after the fork, while
-    the others start: preloaded, they delayed a server's first answer by as much."""
-    for module in ROLE_MODULES:
-        importlib.import_module(module)
-
-
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", required=True, help="where the ipc sockets live")
     parser.add_argument("--shards", type=int, required=True)
@@ -124,6 +114,29 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-format", default="text", choices=FORMATS)
     parser.add_argument("--stats-yaml", default="plain", choices=YAML_STYLES)
     parser.add_argument("--tubes", default="", help="per-tube policies, JSON ('': none)")
+
+
+def _add_connection_limits(parser: argparse.ArgumentParser) -> None:
+    """Who may come in, how much it may leave unread (reloadable: processes/live.py): every
+    door takes them, and the coordinator (`stats` shows the limit-* keys when one is set)."""
+    parser.add_argument("--max-connections", type=int, default=0, help="0: no limit")
+    parser.add_argument("--max-output-bytes", type=int, default=DEFAULT_MAX_OUTPUT_BYTES)
+    parser.add_argument("--allow", default="", help="networks, comma-separated; '': any")
+
+
+def _add_door(parser: argparse.ArgumentParser) -> None:
+    """What every listening door takes (processes/door.py): who may come in, how many, TLS."""
+    _add_connection_limits(parser)
+    parser.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
+    parser.add_argument("--tls-key", default=None, help="PEM private key")
+    parser.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
+    parser.add_argument("--tls-handshake-timeout", type=float, default=5.0, help="seconds")
+
+
+def door_gate(args: argparse.Namespace, cap: int = 0) -> Gate:
+    """The door's `Gate` from its options (`cap`: the door's own connection bound)."""
+    cert, key, ca = args.tls_cert, args.tls_key, args.tls_client_ca
+    return make_gate(args.allow, args.max_connections, cert, key, ca, cap)
 
 
 def _add_shard_store(parser: argparse.ArgumentParser) -> None:
@@ -139,6 +152,7 @@ def _add_shard_store(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@functools.cache
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n")[0])
     roles = top.add_subparsers(dest="role", required=True)
@@ -146,6 +160,7 @@ def parser() -> argparse.ArgumentParser:
     _add_common(coordinator)
     coordinator.add_argument("--state-dir", required=True, help="where the id state lives")
     coordinator.add_argument("--segment-bytes", type=int, required=True)
+    _add_connection_limits(coordinator)  # stats shows the limit-* keys when one is set
     shard = roles.add_parser("shard")
     shard.add_argument("index", type=int)
     _add_common(shard)
@@ -155,27 +170,21 @@ def parser() -> argparse.ArgumentParser:
     acceptor.add_argument("--listen-fd", type=int, required=True)
     acceptor.add_argument("--max-job-size", type=int, required=True)
     acceptor.add_argument("--poll-us", type=int, default=100, help="0: never poll")
-    acceptor.add_argument("--max-connections", type=int, default=0, help="0: no limit")
-    acceptor.add_argument("--max-output-bytes", type=int, default=4 << 20)
-    acceptor.add_argument("--allow", default="", help="networks, comma-separated; '': any")
-    acceptor.add_argument("--tls-cert", default=None, help="PEM certificate chain [no TLS]")
-    acceptor.add_argument("--tls-key", default=None, help="PEM private key")
-    acceptor.add_argument("--tls-client-ca", default=None, help="clients must be signed by")
+    _add_door(acceptor)
     acceptor.add_argument("--ready-fd", type=int, default=-1, help="-1: nobody waits")
     acceptor.add_argument("--draining", action="store_true")
     acceptor.add_argument("--host", type=int, default=None, metavar="INDEX")
     acceptor.add_argument("--index", type=int, default=0, help="which serving process")
     acceptor.add_argument("--serving", type=int, default=1, help="how many serving processes")
     acceptor.add_argument("--private-fd", type=int, default=-1, help="the run dir's listener")
-    acceptor.add_argument("--by-name", action="store_true", help="tubes by whole name")
+    acceptor.add_argument("--routing", default=SPREAD, choices=ROUTINGS, help="tube placement")
     _add_shard_store(acceptor)  # of the hosted shard
     metrics = roles.add_parser("metrics")
     _add_common(metrics)
     metrics.add_argument("--listen-fd", type=int, required=True, help="the HTTP socket")
     metrics.add_argument("--serving", type=int, default=1, help="how many serving processes")
     metrics.add_argument("--roles", required=True, help="role labels that must run, by commas")
-    metrics.add_argument("--tls-cert", default=None, help="PEM chain: HTTPS [plain HTTP]")
-    metrics.add_argument("--tls-key", default=None, help="PEM private key")
+    _add_door(metrics)  # --tls-cert, --tls-key: HTTPS [plain HTTP]
     metrics.add_argument(
         "--no-serving-stats",
         action="store_true",
@@ -186,7 +195,8 @@ def parser() -> argparse.ArgumentParser:
     kestrel.add_argument("--listen-fd", type=int, required=True)
     kestrel.add_argument("--backend", required=True, help="the serving processes' unix socket")
     kestrel.add_argument("--max-job-size", type=int, required=True)
-    kestrel.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    kestrel.add_argument("--admin", action="store_true", help="flush_all, reload, shutdown")
+    _add_door(kestrel)
     kestrel.add_argument("--max-jobs", type=int, default=0)
     kestrel.add_argument("--max-memory", type=int, default=0)
     kestrel.add_argument("--journal", action="store_true", help="the server keeps a log (-b)")
@@ -196,7 +206,7 @@ def parser() -> argparse.ArgumentParser:
     _add_common(workq)
     workq.add_argument("--listen-fd", type=int, required=True)
     workq.add_argument("--backend", required=True, help="the serving processes' unix socket")
-    workq.add_argument("--max-output-bytes", type=int, default=4 << 20)
+    _add_door(workq)
     workq.add_argument("--journal-dir", help="keep the Workq journal here (the -b directory)")
     workq.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     workq.add_argument("--max-memory", type=int, default=0, help="the registry's bound")
@@ -226,7 +236,8 @@ def role_label(args: argparse.Namespace) -> str:
 def run_coordinator(args: argparse.Namespace) -> None:
     from shardq.processes.coordinator import main as coordinator_main
 
-    coordinator_main(args.run_dir, args.state_dir, args.shards, args.segment_bytes)
+    limited = live.limits_set(args.max_connections, args.max_output_bytes, args.allow)
+    coordinator_main(args.run_dir, args.state_dir, args.shards, args.segment_bytes, limited)
 
 
 def run_shard(args: argparse.Namespace) -> None:
@@ -249,11 +260,7 @@ def run_acceptor(args: argparse.Namespace) -> None:
     from shardq.processes.acceptor import main as acceptor_main
     from shardq.processes.shard_process import open_core
 
-    tls = None
-    if args.tls_cert:
-        from shardq.processes.listener import tls_context
-
-        tls = tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
+    tls = door_gate(args).tls
     hosted = None
     if args.host is not None:
         store = (args.events_dir, args.server_id, wal_args(args), args.settle_from)
@@ -274,38 +281,29 @@ def run_acceptor(args: argparse.Namespace) -> None:
         tuple(n for n in args.allow.split(",") if n),
         tls,
         args.private_fd,
-        not args.by_name,
+        args.routing,
+        args.tls_handshake_timeout,
     )
-
-
-def kestrel_config(args: argparse.Namespace) -> list[tuple[str, object]]:
-    """What `dump_config` shows for every queue, in Kestrel's names (the limits are the
-    server's, shared by every queue; 0 means none, shown as Kestrel's "infinite")."""
-    return [
-        ("max_items", args.max_jobs or 2147483647),
-        ("max_size", args.max_memory or 9223372036854775807),
-        ("max_item_size", args.max_job_size),
-        ("max_age", 0),
-        ("discard_old_when_full", "false"),
-        ("journal", "true" if args.journal else "false"),
-        ("sync_journal", "true" if args.sync_journal else "false"),
-        ("move_expired_to", "(none)"),
-    ]
 
 
 def run_kestrel(args: argparse.Namespace) -> None:
     from shardq.processes.kestrel import main as kestrel_main
+    from shardq.processes.kestrel.policy_config import server_config
 
     kestrel_main(
         args.listen_fd,
         args.backend,
         args.max_job_size,
         args.max_output_bytes,
-        kestrel_config(args),
+        server_config(
+            args.max_jobs, args.max_memory, args.max_job_size, args.journal, args.sync_journal
+        ),
         os.getppid(),
         args.journal_dir,
         args.sync_journal,
         args.tubes,
+        door_gate(args),
+        args.admin,
     )
 
 
@@ -319,11 +317,13 @@ def run_workq(args: argparse.Namespace) -> None:
         args.journal_dir,
         args.sync_journal,
         args.max_memory,
+        door_gate(args),
     )
 
 
 def run_metrics(args: argparse.Namespace) -> None:
     from shardq.processes.metrics import main as metrics_main
+    from shardq.processes.metrics_http import MAX_OPEN
 
     metrics_main(
         args.listen_fd,
@@ -332,8 +332,7 @@ def run_metrics(args: argparse.Namespace) -> None:
         args.serving,
         args.roles.split(","),
         not args.no_serving_stats,
-        args.tls_cert,
-        args.tls_key,
+        door_gate(args, cap=MAX_OPEN),
     )
 
 

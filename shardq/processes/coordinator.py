@@ -12,7 +12,6 @@ import logging
 import os
 import platform
 import resource
-import secrets
 import signal
 import socket
 import sys
@@ -26,7 +25,7 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
-from shardq.processes import lifeline, quota, wakeup
+from shardq.processes import lifeline, live, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.sockpath import ipc_endpoint
 from shardq.processes.zmqctx import context, dealer, stranger
@@ -53,6 +52,7 @@ class Gather:
     op: int
     extra: Any
     sent_at: float
+    every_key: bool = False  # stats: the limit-* keys even when no limit is set (metrics)
     parts: dict[int, list[Any]] = field(default_factory=dict)  # shard -> its answer
 
 
@@ -97,7 +97,9 @@ class BlockTable:
 
 
 class Coordinator:
-    def __init__(self, run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
+    def __init__(
+        self, run_dir: str, state_dir: str, shards: int, binlog_max: int, limited: bool = False
+    ) -> None:
         self.ctx = context()
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.linger = 0
@@ -111,8 +113,9 @@ class Coordinator:
         self.gathers: dict[int, Gather] = {}
         self.next_rid = 1
         self.started = time.monotonic()
-        self.server_id = secrets.token_hex(8)
+        self.server_id = os.urandom(8).hex()  # as secrets.token_hex(8)
         self.binlog_max = binlog_max
+        self.limited = limited  # a connection limit is set (live.limits_set): show limit-*
 
     def on_front(self, peer: bytes, req: list[Any]) -> None:
         op, rid, _conn, args = req[0], req[1], req[2], req[3:]
@@ -125,7 +128,9 @@ class Coordinator:
             return
         grid = self.next_rid
         self.next_rid += 1
-        self.gathers[grid] = Gather(peer, rid, op, args[0] if args else None, time.monotonic())
+        every_key = len(args) > 1 and bool(args[1])
+        extra = args[0] if args else None
+        self.gathers[grid] = Gather(peer, rid, op, extra, time.monotonic(), every_key=every_key)
         for index in range(len(self.shards)):
             self.ask_shard(index, grid)
 
@@ -153,15 +158,24 @@ class Coordinator:
         del self.gathers[reply[0]]
         parts = list(gather.parts.values())
         if gather.op == wire.STATS:
-            body = self.stats(gather.extra, parts)
+            body = self.stats(gather.extra, parts, gather.every_key)
         else:
             tubes = sorted(t for part in parts for t in part[0])
             body = yaml_list(name for _, name in tubes)
         self.front.send_multipart([gather.peer, wire.pack([[gather.rid, body]])])
 
-    def stats(self, asker: dict[str, Any], parts: list[list[Any]]) -> bytes:
+    def take_live(self, settings: live.Live) -> None:
+        """SIGHUP: the connection limits may be set or unset now."""
+        limits = (settings.max_connections, settings.max_output_bytes, settings.allow)
+        self.limited = live.limits_set(*limits)
+
+    def stats(
+        self, asker: dict[str, Any], parts: list[list[Any]], every_key: bool = False
+    ) -> bytes:
         """Sum the shards' counts and the serving processes' fields (from the asker, when
-        it hosts no shard, and from every hosted shard's answer) in beanstalkd's order."""
+        it hosts no shard, and from every hosted shard's answer) in beanstalkd's order;
+        shardq's limit-* keys after them when a limit is set or has acted (`every_key`: in
+        any case)."""
         counts: dict[str, int] = {}
         acc = merge_fields([asker, *(part[3] for part in parts if len(part) > 3)])
         utime, stime = acc.pop("rusage-utime", 0.0), acc.pop("rusage-stime", 0.0)
@@ -203,7 +217,8 @@ class Coordinator:
         if BINLOG_DAMAGED_KEY in values:  # only after a log with damage was replayed
             at = keys.index(BINLOG_KEYS[-1]) + 1
             keys = (*keys[:at], BINLOG_DAMAGED_KEY, *keys[at:])
-        keys += LIMIT_KEYS  # shardq's own, after every key of beanstalkd's
+        if every_key or self.limited or limits_acted(values):
+            keys += LIMIT_KEYS  # shardq's own, after every key of beanstalkd's
         return yaml_map((key, values[key]) for key in keys)
 
     def serve_forever(self) -> None:
@@ -240,6 +255,16 @@ class Coordinator:
                             self.on_shard(index_of[sock], item)
 
 
+def limits_acted(values: dict[str, Any]) -> bool:
+    """Whether `stats` shows the limit-* keys for a reason the coordinator sees in the
+    values: limits.max_jobs or max_memory is set, or the default output bound (which is on
+    without any setting) has closed a connection. (The connection limits it is told:
+    `Coordinator.limited`.)"""
+    return bool(
+        values["limit-max-jobs"] or values["limit-max-memory"] or values["limit-output-closed"]
+    )
+
+
 def merge_fields(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The serving processes' stats fields as one: counters summed, `draining` if any
     drains, `max-job-size` and the limits as configured (the same in each)."""
@@ -259,10 +284,11 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     sys.exit(0)
 
 
-def main(run_dir: str, state_dir: str, shards: int, binlog_max: int) -> None:
+def main(run_dir: str, state_dir: str, shards: int, binlog_max: int, limited: bool) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    coordinator = Coordinator(run_dir, state_dir, shards, binlog_max)
+    coordinator = Coordinator(run_dir, state_dir, shards, binlog_max, limited)
+    live.on_change(coordinator.take_live)
     try:
         coordinator.serve_forever()
     finally:

@@ -7,10 +7,12 @@ this check is the fallback every process loop runs at least once a second.
 from __future__ import annotations
 
 import os
+import selectors
 import sys
 import time
+from collections.abc import Callable
 
-from shardq.processes import live
+from shardq.processes import live, wakeup
 
 CHECK_EVERY_S = 1.0  #: process loops wake at least this often to look
 _SUPERVISOR = int(os.environ.get("SHARDQ_SUPERVISOR_PID", "0") or 0) or os.getppid()
@@ -32,3 +34,12 @@ def check() -> None:
     _next_check = now + CHECK_EVERY_S / 4
     if os.getppid() != _SUPERVISOR:
         sys.exit(0)
+
+
+def run(sel: selectors.BaseSelector, turn: Callable[[], None]) -> None:
+    """A selector loop's life: the signal pipe polled in `sel` (a stop signal ends a wait at
+    once), then `turn` after each `check`, until the supervisor goes or a signal ends it."""
+    sel.register(wakeup.install(), selectors.EVENT_READ, wakeup.SIGNALLED)
+    while True:
+        check()
+        turn()

@@ -14,9 +14,10 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from shardq.config.values import DEFAULT_MAX_OUTPUT_BYTES
 from shardq.log import setup as setup_logging
 
 FILE = "live.json"
@@ -57,7 +58,7 @@ def read(run_dir: str) -> Live:
     return Live(**data)
 
 
-#: What a child does with new settings, besides its logging (the acceptor: its limits).
+#: What a child does with new settings, besides its logging (a door: its limits, allow-list).
 Apply = Callable[[Live], None]
 _pending = False
 _appliers: list[Apply] = []
@@ -115,15 +116,24 @@ def changes(old: Any, new: Any) -> tuple[list[Change], list[Change]]:
     return applied, refused
 
 
-def argv(settings: Live, acceptor: bool) -> list[str]:
-    """The command-line options that carry `settings` to a child started from now on."""
+def limits_set(max_connections: int, max_output_bytes: int, allow: Sequence[str] | str) -> bool:
+    """Whether a connection limit is configured (`stats` shows its limit-* keys then, as it
+    does when limits.max_jobs or max_memory is set): max_connections, an allow-list, or a
+    max_output_bytes other than the default."""
+    return bool(max_connections or allow) or max_output_bytes != DEFAULT_MAX_OUTPUT_BYTES
+
+
+def argv(settings: Live, limits: bool) -> list[str]:
+    """The command-line options that carry `settings` to a child started from now on;
+    `limits`: with the connection limits and the allow-list (every door, which accepts
+    clients, and the coordinator, whose `stats` shows them)."""
     args = [
         f"--verbose={settings.verbose}",
         f"--log-level={settings.log_level or ''}",
         f"--log-format={settings.log_format}",
         f"--tubes={json.dumps(settings.tubes)}",
     ]
-    if acceptor:
+    if limits:
         args += [
             f"--max-connections={settings.max_connections}",
             f"--max-output-bytes={settings.max_output_bytes}",

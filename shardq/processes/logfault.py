@@ -28,6 +28,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from shardq.storage.wal import HEADROOM
+
 if TYPE_CHECKING:
     from shardq.processes.shard import ShardCore
 
@@ -51,13 +53,13 @@ class LogFault:
         self.over = False  #: the log is written again
         wal = core.wal
         log.error(
-            "shard %d: cannot write its log in %s: %s (a segment needs %d bytes); puts "
-            "answer OUT_OF_MEMORY until it can (everything else goes on); trying a fresh "
-            "segment every %.0f-%.0f s",
+            "shard %d: cannot write its log in %s: %s (a fresh segment needs about %d "
+            "bytes for its live jobs); puts answer OUT_OF_MEMORY until it can (everything "
+            "else goes on); trying a fresh segment every %.0f-%.0f s",
             core.index,
             wal.dir if wal is not None else "?",
             "out of memory" if isinstance(error, MemoryError) else error.strerror or error,
-            wal.segment_bytes if wal is not None else 0,
+            core.engine.live_bytes + HEADROOM,
             FIRST_RETRY_S,
             MAX_RETRY_S,
         )

@@ -53,7 +53,9 @@ class Peers:
 
     def request(self, key: int, rid: int) -> list[Any]:
         if key == COORDINATOR:
-            return [wire.STATS, rid, 0, {}]  # {}: no serving process's fields of our own
+            # {}: no serving process's fields of our own; True: every limit-* key (the
+            # metrics show them whether or not a limit is set)
+            return [wire.STATS, rid, 0, {}, True]
         return [ops.METRICS, rid, 0]
 
     def ask_all(self, within_s: float = ANSWER_WITHIN_S) -> dict[int, list[Any]]:
@@ -150,10 +152,16 @@ class Gatherer:
     """Takes a `Gathered` view on demand."""
 
     def __init__(
-        self, run_dir: str, shards: int, expected: tuple[str, ...], serving_stats: bool = True
+        self,
+        run_dir: str,
+        shards: int,
+        expected: tuple[str, ...],
+        serving_stats: bool = True,
+        serving: int = 1,
     ) -> None:
         self.peers = Peers(run_dir, shards)
         self.shards = shards
+        self.serving = serving
         self.expected = expected
         self.supervisor = os.getppid()
         #: False: the serving processes' part of `stats` never reaches the coordinator's
@@ -173,9 +181,13 @@ class Gatherer:
         answers = self.peers.ask_all()
         stats = answers.pop(COORDINATOR, None)
         tubes: dict[str, dict[str, Any]] = {}
+        homes: dict[str, list[int]] = {}
         timing: dict[int, dict[str, Any]] = {}
-        for shard, (rows, snapshot) in answers.items():
-            tubes.update(tube_fields(rows))
+        for shard, (rows, snapshot) in sorted(answers.items()):
+            fields = tube_fields(rows)
+            tubes.update(fields)
+            for name in fields:
+                homes.setdefault(name, []).append(shard)
             if snapshot is not None:
                 timing[shard] = snapshot
         return Gathered(
@@ -186,4 +198,6 @@ class Gatherer:
             shards=self.shards,
             processes=server_processes(self.supervisor),
             expected=self.expected,
+            homes=homes,
+            serving=self.serving,
         )

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import mmap
-import multiprocessing
 from typing import Any
 
 from shardq.config import FIELDS
@@ -58,6 +57,8 @@ class Quota:
         self.words = memoryview(self.area).cast("q")
         self.words[MAX_JOBS] = max_jobs
         self.words[MAX_BYTES] = max_bytes
+        import multiprocessing  # only with a limit: ≈ 3 ms of imports at every start otherwise
+
         self.lock = multiprocessing.get_context("fork").Lock()
 
     def _acquire(self) -> None:

@@ -42,6 +42,7 @@ from shardq.storage.wal import Wal
 
 log = logging.getLogger(__name__)
 
+LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
@@ -177,17 +178,73 @@ class ShardCore(Holding):
         return payload
 
     def admit_put(self, args: list[Any]) -> bool:
-        """May this PUT be taken, with the copies its tube's fanout makes (engine/fanout.py)?
-        There must be room to log them all (`Wal.admit`) and room under limits.max_jobs and
-        max_memory (`quota.Quota.admit`); False: it is answered OUT_OF_MEMORY."""
-        body_len, engine = len(args[6]), self.engine
-        jobs = 1 + engine.copies(args[2]) if engine.families else 1
+        """`admit` for a PUT request's arguments."""
+        return self.admit(args[2], len(args[6]))
+
+    def admit(self, tube: str, body_len: int) -> bool:
+        """May a put of `body_len` bytes into `tube` be taken, with the copies its tube's
+        fanout makes (engine/fanout.py)? There must be room to log them all (`Wal.admit`)
+        and room under limits.max_jobs and max_memory (`quota.Quota.admit`); False: it is
+        answered OUT_OF_MEMORY."""
+        engine = self.engine
+        jobs = 1 + engine.copies(tube) if engine.families else 1
         wal = self.wal
         if wal is not None and (
             self.log_fault is not None or not all(wal.admit(body_len) for _ in range(jobs))
         ):
             return False
         return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
+
+    def put_local(
+        self,
+        job_id: int,
+        seq: int,
+        tube: str,
+        pri: int,
+        delay: int,
+        ttr: int,
+        body: bytes,
+        now: int,
+    ) -> bytes:
+        """A put from the hosting serving process's fast path (acceptor/home.py): the
+        client's reply. As `run` does for PUT, without a request to unpack."""
+        if (self.wal is not None or self.quota is not None) and not self.admit(tube, len(body)):
+            return proto.OUT_OF_MEMORY
+        try:
+            return self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return bytes(self.failed(ops.PUT, 0, e)[0])
+
+    def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
+        """A delete from the hosting serving process's fast path: the client's reply."""
+        try:
+            return self.engine.delete(conn, job_id, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return bytes(self.failed(ops.DELETE, 0, e)[0])
+
+    def reserve_local(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+    ) -> list[Any] | None:
+        """A reserve from the hosting serving process (acceptor/home.py, cross.py): its
+        payload now, or None when it waits (answered later as an event under `rid`). As
+        `apply` does for RESERVE, without a request to unpack."""
+        if self.settling is not None or self.closing.holds:
+            req = [ops.RESERVE, rid, conn, tubes, timeout_at, soon_at, False]
+            reply = self.handle(LOCAL_PEER, req, now)
+            return None if reply is None else reply[1:]
+        try:
+            payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failed(ops.RESERVE, rid, e)
+        if payload is None:
+            self.waiting_peer[rid] = LOCAL_PEER
+        return payload
 
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client, or

@@ -10,7 +10,7 @@ import json
 import os
 import signal
 
-from shardq.cluster.routing import tube_shard
+from shardq.cluster.routing import default_shard
 from shardq.engine.policy import Policies
 from shardq.processes import live, wakeup
 from shardq.processes.shard import ShardCore, ShardServer
@@ -40,9 +40,10 @@ def open_core(
         wal_dir, segment_bytes, fsync_ms = wal_args[0], int(wal_args[1]), int(wal_args[2])
         wal = Wal(wal_dir, segment_bytes, None if fsync_ms < 0 else fsync_ms)
     origins = {int(i) for i in settle_from.split(",") if i}  # restarted: see settling.py
-    owns_default = tube_shard("default", shards) == index
+    owns_default = default_shard(shards) == index
     policies = Policies(json.loads(tubes)) if tubes else None
     core = ShardCore(index, owns_default, events, wal, origins, metrics, policies)
+    core.engine.shard_index = index if shards > 1 else None  # stats-tube's `shard`
     mark = os.path.join(wal_args[0], "copy-ids") if wal_args else None
     if mark is None and run_dir:
         mark = os.path.join(run_dir, f"copy-ids-{index}")

@@ -1,7 +1,7 @@
 """What `shardq serve` checks before it binds anything, and `-u USER` after it has bound.
 
 `check_start` looks at every directory the server was given (`-b`, `--run-dir`,
-`--events`), at the write-ahead log's shard count and at `-u`'s user (it exists, this
+`--events`) and at `-u`'s user (it exists, this
 process may become it, and it can run this Python and read shardq), and raises
 `StartupError` with ONE line naming the option and the problem. A directory that does not
 exist yet is created to prove it can be, probed with a temporary file, and removed again
@@ -28,9 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shardq.processes.spawn import import_root
-
-#: The file in a log directory that records how many shards wrote it ("shards=N").
-LAYOUT_FILE = "layout"
 
 
 class StartupError(Exception):
@@ -122,15 +119,6 @@ def check_dir(path: str) -> str | None:
                 directory.rmdir()
 
 
-def written_shards(wal_dir: str) -> int | None:
-    """The shard count recorded in a log directory, or None if it records none."""
-    try:
-        with open(os.path.join(wal_dir, LAYOUT_FILE)) as f:
-            return int(f.read().split("=")[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def check_dirs(dirs: Sequence[tuple[str, str]]) -> None:
     """Each of (where, path) usable, else StartupError "<where>: <problem>" for the first."""
     for where, path in dirs:
@@ -168,14 +156,10 @@ def as_user(account: Account | None, check: Callable[[], None]) -> None:
         raise StartupError(message)
 
 
-def check_start(
-    dirs: Sequence[tuple[str, str]],
-    wal: tuple[str, str, int] | None = None,
-    user: tuple[str, str] | None = None,
-) -> None:
-    """Every check before binding: `user` (where, name) exists and can be become, the
-    directories (where, path) are usable by it, and `wal` (where, dir, shards) holds no log
-    of another shard count. Raises StartupError naming the first problem."""
+def check_start(dirs: Sequence[tuple[str, str]], user: tuple[str, str] | None = None) -> None:
+    """Every check before binding: `user` (where, name) exists and can be become, and the
+    directories (where, path) are usable by it. Raises StartupError naming the first
+    problem. (A log of another shard count is the config's to refuse: config.read_config.)"""
     account = None
     if user is not None:
         where, name = user
@@ -193,15 +177,6 @@ def check_start(
                 raise StartupError(f"{user[0]}: {e}") from None
 
     as_user(account, checks)
-    if wal is not None:
-        where, wal_dir, shards = wal
-        written = written_shards(wal_dir)
-        if written is not None and written != shards:
-            raise StartupError(
-                f"{where}: {wal_dir} holds the log of {written} shards: start with --shards "
-                f"{written}, or drain the jobs into a new server (re-partitioning a log is not "
-                "supported yet)"
-            )
 
 
 #: The file in a locked directory (`-b`, `--run-dir`) that holds the lock and the pid of

@@ -15,6 +15,7 @@ to every child (``--verbose``), so `-V` reaches every process. Its one line on s
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -29,18 +30,19 @@ import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
+from shardq.cluster.routing import NAMES, SPREAD
 from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
 from shardq.processes import children as roles
 from shardq.processes import live, quota
-from shardq.processes.child import preload
 from shardq.processes.children import (
     PRIVATE_SOCKET,
     Child,
     LayoutError,
-    check_layout,
     families_needed,
+    log_routing,
+    preload,
 )
 from shardq.processes.forked import TimeoutExpired
 from shardq.processes.listener import (
@@ -99,23 +101,8 @@ class Supervisor:
         os.makedirs(self.run_dir, exist_ok=True)
         self.state_dir = config.wal_dir or self.run_dir
         os.makedirs(self.state_dir, exist_ok=True)
-        #: tubes go by family (a new log directory, or none), or by whole name (an old one)
-        self.families = True
-        if config.wal_dir is not None:
-            self.families = check_layout(config.wal_dir, config.shards)
-            if not self.families:
-                moving = families_needed(config.tubes)
-                if moving:
-                    raise LayoutError(
-                        f"tubes.{moving}.expired_to: {config.wal_dir} was written before tube "
-                        "families, so a tube's family may be on another shard; drain its jobs "
-                        "into a new log directory to move expired jobs"
-                    )
-                log.warning(
-                    "%s was written before tube families: tubes stay spread by whole name, "
-                    "so a fanout or expired_to reaches only the tubes of the same shard",
-                    config.wal_dir,
-                )
+        #: how tubes are spread (cluster/routing.py): SPREAD, or what an old log recorded
+        self.routing = SPREAD if config.wal_dir is None else log_routing(config)
         self.stopping = False
         self.draining = False
         #: the protocol front-ends' listening sockets, by name (kestrel, workq)
@@ -127,7 +114,6 @@ class Supervisor:
         ):
             if port is not None:
                 self.bind_front(name, host, port)
-        preload()  # once here, not in every child: they are forked with it imported
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
         self.children = [Child("coordinator", coordinator)]
@@ -158,8 +144,13 @@ class Supervisor:
             argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
             self.frontends.append(Child(name, argv, (fd,)))
         self.children += self.frontends
+        #: the children that accept clients: their limits and allow-list change on SIGHUP
+        self.doors = self.acceptors + self.frontends
         if self.metrics is not None:
-            self.children.append(self.metrics_child(self.metrics))
+            self.doors.append(self.metrics_child(self.metrics))
+            self.children.append(self.doors[-1])
+        # once here, not in every child: they are forked with it imported
+        preload(child.argv[0] for child in self.children)
 
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is
@@ -200,7 +191,7 @@ class Supervisor:
         private = None if self.private is None else self.private.fileno()
         fd = self.listener.fileno()
         argv = roles.acceptor_argv(self.config, self.run_dir, index, ready_fd, fd, private)
-        return argv if self.families else [*argv, "--by-name"]
+        return [*argv, f"--routing={self.routing}"]
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -222,6 +213,7 @@ class Supervisor:
             for child in self.children:
                 if not self.stopping:  # told to stop while starting: start no more
                     child.start()
+            gc.enable()  # off since `preload`
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
             host, port = listening_address(self.listener)
@@ -266,7 +258,7 @@ class Supervisor:
         except ConfigError as e:
             log.error("SIGHUP: %s; nothing changed", e)
             return
-        moving = None if self.families else families_needed(new.tubes)
+        moving = families_needed(new.tubes) if self.routing == NAMES else None
         if moving:
             log.error("SIGHUP: tubes.%s.expired_to needs tube families; nothing changed", moving)
             return
@@ -292,7 +284,8 @@ class Supervisor:
         setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
         live.write(self.run_dir, settings)
         for child in self.children:
-            child.live_args = live.argv(settings, acceptor=child in self.acceptors)
+            with_limits = child in self.doors or child.name == "coordinator"
+            child.live_args = live.argv(settings, with_limits)
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGHUP)
 

@@ -5,11 +5,14 @@ The processes of a server start side by side, so a socket often connects to an i
 its peer has not bound yet. libzmq then tries again after ZMQ_RECONNECT_IVL, 100 ms by
 default: one such miss made the first answer of a fresh server 0.1 s late (seen with strace:
 the `stats` of a client that connected at once waited for a serving process to reach
-another one's hosted shard). Here the first retry comes after 2 ms and the interval doubles
-up to 100 ms while the peer stays away (a shard being restarted), as libzmq does with
-ZMQ_RECONNECT_IVL_MAX set.
+another one's hosted shard). Here the first retry comes after 1 ms and the interval doubles
+up to 4 ms while the peer stays away (a shard being restarted), as libzmq does with
+ZMQ_RECONNECT_IVL_MAX set: a peer that binds while others already try is reached within
+4 ms (with 2 ms doubling up to 100 ms, the coordinator reached the last serving process's
+shard 4-8 ms after it bound, and the first `stats` of a fresh server waited for it), and a
+peer that stays away costs a failed connect to a unix path 250 times a second.
 
-The token: the supervisor makes 16 random bytes when it imports this module (before it
+The token: the supervisor makes 16 random bytes (os.urandom) when it imports this module (before it
 forks anything), so every process of one server, restarted ones included, holds the same
 token in memory and no other process has it (it is in no file and no command line). Every
 DEALER of a server names itself ``TOKEN + 8 random bytes`` (ZMQ_ROUTING_ID: unique per
@@ -24,12 +27,11 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 
 import zmq
 
-RECONNECT_IVL_MS = 2  #: first retry after a failed or lost connection
-RECONNECT_IVL_MAX_MS = 100  #: the retry interval doubles up to this
+RECONNECT_IVL_MS = 1  #: first retry after a failed or lost connection
+RECONNECT_IVL_MAX_MS = 4  #: the retry interval doubles up to this
 
 
 def context() -> zmq.Context[zmq.Socket[bytes]]:
@@ -42,7 +44,7 @@ def context() -> zmq.Context[zmq.Socket[bytes]]:
 
 
 #: this server's token (see above): the same in every process forked from the supervisor
-TOKEN = secrets.token_bytes(16)
+TOKEN = os.urandom(16)  # what secrets.token_bytes returns, without importing hmac and hashlib
 ROUTING_SUFFIX_BYTES = 8
 
 log = logging.getLogger(__name__)

@@ -315,6 +315,21 @@ class Parser:
         return True
 
     @property
+    def at_rest(self) -> bool:
+        """Between commands with nothing buffered: input may be parsed elsewhere (the serving
+        process's fast path) and the rest fed here."""
+        return (
+            self._pos == len(self._buf)
+            and self._put is None
+            and not self._skip
+            and not self._overlong
+        )
+
+    @property
+    def max_job_size(self) -> int:
+        return self._max_job_size
+
+    @property
     def buffered(self) -> int:
         """Bytes received but not yet consumed (discarded bytes are never held)."""
         return len(self._buf) - self._pos

@@ -93,6 +93,8 @@ STATS_KEYS = (
 
 #: shardq's own `stats` keys, after all of beanstalkd's (clients that parse its keys in
 #: order still do): the configured limits (0: none) and how often each closed a connection.
+#: Shown only when a limit is set or has acted (processes/coordinator.py): a default
+#: server's `stats` has beanstalkd's keys only.
 LIMIT_KEYS = (
     "limit-max-connections",
     "limit-connections-refused",
@@ -138,8 +140,14 @@ STATS_TUBE_KEYS = (
     "pause-time-left",
 )
 
-#: `stats-tube` keys shardq adds after all of beanstalkd's, only for a tube that has a
-#: per-tube policy (shardq/engine/policy.py): a tube without one reads as beanstalkd's.
+#: The `stats-tube` key shardq adds after all of beanstalkd's when the server has several
+#: shards: the index of the shard that holds the tube (cluster/routing.py). A server with
+#: one shard (`--shards 1`) answers as beanstalkd does.
+SHARD_TUBE_KEY = "shard"
+
+#: `stats-tube` keys shardq adds after all of beanstalkd's (and `shard`), only for a tube
+#: that has a per-tube policy (shardq/engine/policy.py): a tube without one reads as
+#: beanstalkd's.
 #: The order is documented (docs/PROTOCOLS.md) and stable: a new policy key goes after the
 #: last `policy-*` key, before `current-bytes`; a new counter at the end.
 POLICY_TUBE_KEYS = (
@@ -188,6 +196,7 @@ __all__ = [
     "POLICY_TUBE_KEYS",
     "SERVING_KEYS",
     "SHARD_COUNT_KEYS",
+    "SHARD_TUBE_KEY",
     "STATS_JOB_KEYS",
     "STATS_KEYS",
     "STATS_TUBE_KEYS",

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 FIELDS = ("ts", "server", "shard", "tube", "job", "event", "pri", "delay", "ttr", "bytes")
+#: A job a closing connection held is given back as a `release` (delay 0): every change of
+#: a job's state is one of these (a delayed job's becoming ready follows from its delay).
 EVENTS = ("put", "reserve", "release", "bury", "kick", "delete", "timeout", "touch")
 MAX_FILE_BYTES = 64 * 1024 * 1024  #: start a new part when a file grows past this
 LOG_EVERY = 60.0  #: seconds between two "events dropped" warnings

@@ -1,9 +1,16 @@
 """A shard's write-ahead log: append-only segments, group commit, replay, compaction.
 
 Layout: DIR/<index>.wal, index 1, 2, 3, … Each segment starts with an 8-byte header
-(b"SQWAL" + version byte + 2 reserved bytes) and is preallocated to the segment size,
-so the bytes a later record needs are already the file's: a full disk is met when a
-segment is allocated, where it can be refused cleanly, and not in the middle of a write.
+(b"SQWAL" + version byte + 2 reserved bytes), and holds at most the segment size.
+
+Room on disk: a segment's file is preallocated as it fills, GROW_BYTES at a time (just what
+is needed where that much is not free), up to the segment size, and cut to what it holds
+when the next segment starts. A put is admitted only once the bytes of its record, plus
+HEADROOM for the deletes and state changes that follow, are preallocated: a full disk is
+met when a put is admitted, where it is refused cleanly (OUT_OF_MEMORY), not in the middle
+of a write; and a shard writes into whatever space is left instead of needing a whole
+free segment.
+
 After the header come records:
 
     b"\\xa5\\x5a" | u32 payload length | u32 crc32(payload) | payload (msgpack list)
@@ -15,7 +22,8 @@ record follows it, it was the torn last write of a crash and is cut off with one
 
 Compaction: when the segments hold more than twice the live jobs' bytes plus one
 segment, a new segment is started with a snapshot of every live job, synced, and the
-older segments are deleted. Disk use stays proportional to live data.
+older segments are deleted (a snapshot that finds no room is removed, and the log goes on
+as it was). Disk use stays proportional to live data.
 
 WAL_VERSION and changing the format: (1) bump WAL_VERSION; (2) keep a reader for the
 previous version (in `decode_segment` and records.py) so an old log still replays; (3) the
@@ -47,12 +55,19 @@ HEADER = b"SQWAL" + bytes([WAL_VERSION]) + b"\0\0"
 MAGIC = b"\xa5\x5a"
 REC_HEAD = struct.Struct("<2sII")  # magic, payload length, crc32
 HEADROOM = 64 * 1024  #: room kept in each segment for deletes and state changes
+GROW_BYTES = 256 * 1024  #: a segment's preallocation grows by this much at a time
+COMPACT_RETRY_S = 1.0  #: after a compaction found no room, the next try waits this long
 IOV_MAX = 1024  #: buffers one pwritev takes (Linux's UIO_MAXIOV)
 
 
 def encode(record: Sequence[Any]) -> bytes:
     """One record framed for a segment (a tuple packs as the same array as a list)."""
     return b"".join(framed(record))
+
+
+def frames(records: Sequence[Sequence[Any]]) -> list[bytes]:
+    """Each record's frame head and payload, in order, to be written as they are."""
+    return [part for record in records for part in framed(record)]
 
 
 def framed(record: Sequence[Any]) -> tuple[bytes, bytes]:
@@ -123,8 +138,10 @@ class Wal:
         self.bytes_written = 0  #: appended since start (the metrics endpoint's counter)
         self.records_migrated = 0
         self.damaged = 0
-        self.full = False  # the last segment allocation failed: puts are refused
+        self.full = False  # the last put found no room: puts are refused until one fits
         self.admitted = 0  # bytes promised to puts of this turn, not yet appended
+        self.allocated = 0  # bytes of the current segment preallocated (its file's size)
+        self.compact_after = 0.0  # monotonic s: no compaction before (one found no room)
 
     # ---------------------------------------------------------------- start-up
     def replay(self) -> Iterator[list[Any]]:
@@ -162,65 +179,110 @@ class Wal:
     def _path(self, index: int) -> str:
         return os.path.join(self.dir, f"{index}.wal")
 
-    def _open_segment(self) -> None:
+    def _new_segment(self, size: int) -> tuple[int, int]:
+        """The next segment's file, `size` bytes preallocated and its header written:
+        (fd, index). OSError (no room, a failing disk): no file is left behind."""
         index = self.index + 1
         path = self._path(index)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            self.allocate(fd, 0, self.segment_bytes)
+            self.allocate(fd, 0, size)
             os.pwrite(fd, HEADER, 0)
         except OSError:
             os.close(fd)
             os.unlink(path)
-            self.full = True
             raise
+        return fd, index
+
+    def _open_segment(self, room: int = 0) -> None:
+        """Go on in a new segment with `room` bytes (and the headroom) preallocated; the
+        current one is synced, cut to what it holds and closed. OSError: nothing changed."""
+        size = len(HEADER) + room + HEADROOM
+        fd, index = self._new_segment(size)
         if self.fd >= 0:
-            self._sync_now()
+            try:
+                self._sync_now()
+            except OSError:
+                os.close(fd)
+                os.unlink(self._path(index))
+                raise
+            with contextlib.suppress(OSError):  # its unused preallocation is free space again
+                os.ftruncate(self.fd, self.offset)
             os.close(self.fd)
-        self.fd, self.index, self.offset = fd, index, len(HEADER)
+        self.fd, self.index, self.offset, self.allocated = fd, index, len(HEADER), size
         self.segments[index] = self.offset
-        self.full = False
         self._sync_dir()
+
+    def _grow(self, end: int) -> None:
+        """Preallocate the current segment up to `end` at least: GROW_BYTES more (within
+        the segment size) where that much is free, else just to `end`. OSError: no room."""
+        start = self.allocated
+        target = max(end, min(start + GROW_BYTES, self.segment_bytes))
+        try:
+            self.allocate(self.fd, start, target - start)
+        except OSError:
+            if target == end:
+                raise
+            self.allocate(self.fd, start, end - start)  # the last bytes of a nearly full disk
+            target = end
+        self.allocated = target
 
     def admit(self, nbytes: int) -> bool:
         """May a put of about this many bytes be taken? (False: answer OUT_OF_MEMORY.)
 
         Puts of one turn are appended together at its end, so each admitted put reserves its
-        room until then; a batch never runs past the preallocated segment.
+        room until then: the bytes of the turn's records plus HEADROOM are preallocated
+        before the put is taken, and a batch never runs past them.
         """
         need = nbytes + REC_HEAD.size + 64
-        if self.offset + self.admitted + need + HEADROOM > self.segment_bytes:
-            # Nothing of this turn is written yet (it is appended at the turn's end), so the
-            # whole turn can move to a new segment, allocated now while a put can still be
-            # refused.
-            try:
-                self._open_segment()
-            except OSError as e:
-                logger.error("wal: cannot allocate a new segment: %s; refusing puts", e.strerror)
-                return False
-            if self.offset + self.admitted + need + HEADROOM > self.segment_bytes:
-                return False  # more than a segment holds in one turn: the client retries
+        end = self.offset + self.admitted + need + HEADROOM
+        try:
+            if end > self.segment_bytes:
+                # Nothing of this turn is written yet (it is appended at the turn's end), so
+                # the whole turn can move to a new segment, made now while a put can still
+                # be refused.
+                if len(HEADER) + self.admitted + need + HEADROOM > self.segment_bytes:
+                    return False  # more than a segment holds in one turn: the client retries
+                self._open_segment(self.admitted + need)
+            elif end > self.allocated:
+                self._grow(end)
+        except OSError as e:
+            if not self.full:
+                logger.error("wal: %s: no room for a put (%s); refusing puts", self.dir, e.strerror)
+            self.full = True
+            return False
+        if self.full:
+            logger.warning("wal: %s: room again; taking puts", self.dir)
+            self.full = False
         self.admitted += need
         return True
 
     def append(self, records: Sequence[Sequence[Any]]) -> None:
-        """Write a batch of records with one write (group commit; IOV_MAX frames a call);
-        sync per policy later. The frames are written as they are, not joined: a turn's
-        puts are held once, not twice."""
-        parts = [part for record in records for part in framed(record)]
+        """Write a batch of records with one write (group commit; IOV_MAX frames a call,
+        never joined: a turn's puts are held once, not twice); sync per policy later.
+        OSError: not written (no room even past the headroom, or a failing disk)."""
+        parts = frames(records)
         size = sum(map(len, parts))
         self.admitted = 0
         if self.offset + size > self.segment_bytes:
-            with contextlib.suppress(OSError):  # else: past the preallocated end, headroom gone
-                self._open_segment()
+            with contextlib.suppress(OSError):  # else: this segment grows past its size
+                self._open_segment(size)
+        self._write(parts, size)
+        self.records_written += len(records)
+
+    def _write(self, parts: list[bytes], size: int) -> None:
+        """Append the frames (`size` bytes in all) to the current segment, preallocating
+        what it lacks first."""
+        end = self.offset + size
+        if end > self.allocated:
+            self._grow(end)
         offset = self.offset
         for start in range(0, len(parts), IOV_MAX):
             offset += os.pwritev(self.fd, parts[start : start + IOV_MAX], offset)
-        if offset != self.offset + size:
-            raise OSError(errno.ENOSPC, "a short write")
-        self.offset = offset
-        self.segments[self.index] = self.offset
-        self.records_written += len(records)
+        if offset != end:
+            raise OSError(errno.ENOSPC, f"{offset - self.offset} of {size} bytes written")
+        self.offset = end
+        self.segments[self.index] = end
         self.bytes_written += size
         self.dirty = True
 
@@ -251,22 +313,39 @@ class Wal:
     # ---------------------------------------------------------------- compaction
     def needs_compaction(self, live_bytes: int) -> bool:
         used = sum(self.segments.values())
-        return len(self.segments) >= 2 and used > 2 * live_bytes + self.segment_bytes
+        if len(self.segments) < 2 or used <= 2 * live_bytes + self.segment_bytes:
+            return False
+        return not self.compact_after or time.monotonic() >= self.compact_after
 
     def compact(self, snapshot: Sequence[Sequence[Any]]) -> None:
-        """Rewrite the live jobs into a new segment, then drop every older one."""
+        """Rewrite the live jobs into a new segment, then drop every older one. OSError (no
+        room for them, a failing disk): the new segment is removed, the log goes on where
+        it was, and `needs_compaction` says no for COMPACT_RETRY_S."""
         old = list(self.segments)  # every segment there is (none yet: a log that never started)
-        self._open_segment()
-        for start in range(0, len(snapshot), 1024):
-            self.append(snapshot[start : start + 1024])
-        self.records_written -= len(snapshot)
-        self.records_migrated += len(snapshot)
-        self._sync_now()
+        before = (self.fd, self.index, self.offset, self.allocated, self.dirty)
+        self.allocated = len(HEADER) + HEADROOM
+        self.fd, self.index = self._new_segment(self.allocated)
+        self.offset = self.segments[self.index] = len(HEADER)
+        try:
+            for start in range(0, len(snapshot), 512):
+                parts = frames(snapshot[start : start + 512])  # IOV_MAX frames
+                self._write(parts, sum(map(len, parts)))
+            self.sync(self.fd)
+        except OSError:
+            os.close(self.fd)
+            os.unlink(self._path(self.index))
+            del self.segments[self.index]
+            self.fd, self.index, self.offset, self.allocated, self.dirty = before
+            self.compact_after = time.monotonic() + COMPACT_RETRY_S
+            raise
+        self.dirty, self.compact_after = False, 0.0
         self.last_sync = time.monotonic()
+        self.records_migrated += len(snapshot)
+        if before[0] >= 0:
+            os.close(before[0])  # dropped below: the snapshot holds what it held
         for index in old:
-            if index != self.index:
-                os.unlink(self._path(index))
-                del self.segments[index]
+            os.unlink(self._path(index))
+            del self.segments[index]
         self._sync_dir()
 
     def rewrite(self, snapshot: Sequence[Sequence[Any]]) -> None:
@@ -280,6 +359,7 @@ class Wal:
             self.fd = -1
         self.dirty = False
         self.admitted = 0
+        self.compact_after = 0.0  # the caller keeps its own pace
         self.compact(snapshot)
 
     def stats(self) -> dict[str, int]:

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
-from zlib import crc32
 
 import pytest
-from helpers import LAYOUTS, REPO_ROOT, Layout, skip_or_fail
+from helpers import LAYOUTS, REPO_ROOT, Layout, shard_of_tube, skip_or_fail
 
 from shardq.bench.procs import kill_group, terminate, wait_listening
 
@@ -113,10 +112,10 @@ def missing(name: str) -> str | None:
 
 def tube_prefix(client: str) -> str:
     """A fresh prefix whose tubes ``<prefix>a`` and ``<prefix>b`` are on different shards of 4
-    (crc32(name) % 4, as the server routes), so the tubes flow crosses shards."""
+    (`shard_of_tube`, as the server routes), so the tubes flow crosses shards."""
     while True:
         prefix = f"cm-{client}-{uuid.uuid4().hex[:8]}-"
-        if crc32(f"{prefix}a".encode()) % 4 != crc32(f"{prefix}b".encode()) % 4:
+        if shard_of_tube(f"{prefix}a", 4) != shard_of_tube(f"{prefix}b", 4):
             return prefix
 
 

@@ -54,7 +54,7 @@ from helpers import (
     send,
 )
 
-from .normalise import IGNORED_KEYS, IdMap, job_id_in, normalise_unit
+from .normalise import IGNORED_KEYS, SEVERAL_SHARDS_ONLY, IdMap, job_id_in, normalise_unit
 
 #: Connection counters, ignored only by sessions where closing makes them racy.
 RACY_CONNECTION_KEYS = frozenset(
@@ -203,15 +203,16 @@ def _calc(expr: str, ids: IdMap) -> int:
     return left - right if m.group(2) == "-" else left + right
 
 
-def run_session(port: int, sess: Session) -> Transcript:
-    """Run ``sess`` against the server on ``port`` and return its normalised transcript."""
+def run_session(port: int, sess: Session, drop: frozenset[str] = frozenset()) -> Transcript:
+    """Run ``sess`` against the server on ``port`` and return its normalised transcript
+    (without the YAML lines of the keys in ``drop``)."""
     ignore = IGNORED_KEYS | sess.ignore
     ids = IdMap()
     socks: dict[str, socket.socket] = {}
     t = Transcript()
     try:
         for i, step in enumerate(sess.steps):
-            _run_step(i, step, port, socks, ids, ignore, t)
+            _run_step(i, step, port, socks, ids, ignore, drop, t)
     except (AssertionError, OSError, KeyError, ValueError) as exc:
         t.failed = f"step {i}: {type(exc).__name__}: {exc}"
         t.lines.append(f"!! {t.failed}")
@@ -228,6 +229,7 @@ def _run_step(
     socks: dict[str, socket.socket],
     ids: IdMap,
     ignore: frozenset[str],
+    drop: frozenset[str],
     t: Transcript,
 ) -> None:
     if step.wait is not None:
@@ -263,7 +265,7 @@ def _run_step(
                 bound = names.pop(0)
                 if bound is not None:
                     ids.bind(bound, job_id)
-            norm = normalise_unit(unit, ids, ignore)
+            norm = normalise_unit(unit, ids, ignore, drop)
             got.append(norm)
             if norm.startswith(b"OK <"):  # YAML: one transcript line per YAML line
                 t.lines.extend(f"{name} << {line!r}" for line in norm.split(b"\n"))
@@ -299,11 +301,15 @@ def check_oracle(t: Transcript, sess: Session) -> None:
         )
 
 
-def assert_same_as_oracle(sess: Session, oracle_port: int, candidate_port: int) -> None:
-    """Run ``sess`` on both servers concurrently and require equal transcripts."""
+def assert_same_as_oracle(
+    sess: Session, oracle_port: int, candidate_port: int, shards: int | Layout = 1
+) -> None:
+    """Run ``sess`` on both servers concurrently and require equal transcripts; the
+    candidate runs with ``shards`` (its `stats-tube` names a tube's shard when several)."""
+    drop = SEVERAL_SHARDS_ONLY if layout_of(shards).shards > 1 else frozenset()
     with ThreadPoolExecutor(max_workers=2) as pool:
         oracle_f = pool.submit(run_session, oracle_port, sess)
-        cand_f = pool.submit(run_session, candidate_port, sess)
+        cand_f = pool.submit(run_session, candidate_port, sess, drop)
         oracle, cand = oracle_f.result(), cand_f.result()
     check_oracle(oracle, sess)
     if cand.lines != oracle.lines:

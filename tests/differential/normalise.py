@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from shardq.protocol.stats_keys import LIMIT_KEYS
+from shardq.protocol.stats_keys import SHARD_TUBE_KEY
 
 #: Stats keys whose values depend on the process, the host, the clock or the binlog.
 IGNORED_KEYS = frozenset(
@@ -40,9 +40,10 @@ IGNORED_KEYS = frozenset(
     }
 )
 
-#: shardq-only `stats` keys (stats_keys.LIMIT_KEYS), always shown after beanstalkd's keys:
-#: beanstalkd has no such lines, so they are left out of the comparison.
-SHARDQ_ONLY_KEYS = frozenset(LIMIT_KEYS)
+#: The key shardq adds to `stats-tube` with several shards (stats_keys.SHARD_TUBE_KEY),
+#: after all of beanstalkd's: left out of the comparison for a server with several shards
+#: only (with one, its absence is compared like any other line).
+SEVERAL_SHARDS_ONLY = frozenset({SHARD_TUBE_KEY})
 
 _ID_LINE = re.compile(rb"^(INSERTED|BURIED) (\d+)\r\n$")
 _JOB_HEADER = re.compile(rb"^(RESERVED|FOUND) (\d+) (\d+)\r\n")
@@ -79,8 +80,11 @@ class IdMap:
         return _TEMPLATE.sub(sub, template)
 
 
-def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | None:
-    """Normalise a YAML stats/list body (without its final CRLF), or None if not YAML."""
+def _normalise_yaml(
+    body: bytes, ids: IdMap, ignore: frozenset[str], drop: frozenset[str]
+) -> bytes | None:
+    """Normalise a YAML stats/list body (without its final CRLF), or None if not YAML;
+    the lines of the keys in `drop` are left out."""
     lines = body.split(b"\n")
     if len(lines) < 2 or lines[0] != b"---" or lines[-1] != b"":
         return None
@@ -95,7 +99,7 @@ def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | 
             out.append(line)
             continue
         k = key.decode(errors="replace")
-        if k in SHARDQ_ONLY_KEYS:
+        if k in drop:
             continue
         if k == "id" and is_job and value.isdigit():
             value = ids.token(int(value))
@@ -105,8 +109,11 @@ def _normalise_yaml(body: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes | 
     return b"\n".join(out) + b"\n"
 
 
-def normalise_unit(unit: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes:
-    """Replace job ids, ignored stats values and YAML byte counts (quoting is compared)."""
+def normalise_unit(
+    unit: bytes, ids: IdMap, ignore: frozenset[str], drop: frozenset[str] = frozenset()
+) -> bytes:
+    """Replace job ids, ignored stats values and YAML byte counts (quoting is compared);
+    leave out the YAML lines of the keys in `drop`."""
     m = _ID_LINE.match(unit)
     if m:
         return m.group(1) + b" " + ids.token(int(m.group(2))) + b"\r\n"
@@ -117,7 +124,7 @@ def normalise_unit(unit: bytes, ids: IdMap, ignore: frozenset[str]) -> bytes:
     m = _OK_HEADER.match(unit)
     if m:
         body, tail = unit[m.end() : -2], unit[-2:]
-        yaml = _normalise_yaml(body, ids, ignore)
+        yaml = _normalise_yaml(body, ids, ignore, drop)
         if yaml is not None:
             count = b"<n>" if int(m.group(1)) == len(body) and tail == b"\r\n" else b"<BAD COUNT>"
             return b"OK " + count + b"\r\n" + yaml + tail

@@ -114,4 +114,4 @@ SESSIONS: list[Session] = [
 
 @pytest.mark.parametrize(("sess", "shards"), differential_params(SESSIONS))
 def test_matches_beanstalkd(sess: Session, shards: int, beanstalkd_port, start_shardq) -> None:
-    assert_same_as_oracle(sess, beanstalkd_port, start_shardq(shards))
+    assert_same_as_oracle(sess, beanstalkd_port, start_shardq(shards), shards)

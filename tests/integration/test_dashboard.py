@@ -1,10 +1,13 @@
 """The dashboard (``/`` of --metrics) in a real browser: headless Chromium loads the page,
 which polls /api/summary; the numbers it rendered (elements with stable ids and data
-attributes) are the ones `stats` and `stats-tube` give over the protocol. Chromium is
-installed by `make test`; missing, this test skips locally and fails under CI."""
+attributes) are the ones `stats` and `stats-tube` give over the protocol, in one format;
+each tube names its shard and the process that runs it; the charts fill from the left and
+their lines differ in colour and dash. Chromium is installed by `make test`; missing, this
+test skips locally and fails under CI."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -13,6 +16,7 @@ from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from zlib import crc32
 
 from helpers import connect, read_replies, send, skip_or_fail, tube_on_shard
 from test_metrics import ask, metrics_port, put, reserve, yaml_of
@@ -40,6 +44,12 @@ CARDS = (
     "current-waiting",
     "total-jobs",
 )
+#: The one number format: thousands separators; a decimal only below 10, never a 0 one.
+NUMBER = re.compile(r"-|0|\d\.[1-9]|[1-9]\d{0,2}(,\d{3})*")
+#: What the rate chart's lines are called (data-series), put over reserve over delete.
+RATE_LINES = {"put", "reserve", "delete"}
+#: SVG user units across a chart (its viewBox)
+CHART_W = 600.0
 TUBE_FIELDS = (
     "current-jobs-ready",
     "current-jobs-urgent",
@@ -81,7 +91,12 @@ class Page(HTMLParser):
         self.by_id: dict[str, str] = {}
         self.tubes: dict[str, dict[str, str]] = {}
         self.roles: dict[str, dict[str, str]] = {}
+        #: chart svg id -> its polylines' attributes
+        self.charts: dict[str, list[dict[str, str]]] = {}
+        self.legend: dict[str, str] = {}  #: chart legend: series -> its text
         self.updates = 0
+        self._chart: str | None = None
+        self._series: str | None = None
         self._id: str | None = None
         self._row: dict[str, str] | None = None
         self._field: str | None = None
@@ -94,6 +109,14 @@ class Page(HTMLParser):
         if "id" in a:
             self._id = a["id"]
             self.by_id[self._id] = ""
+        if tag == "svg" and a.get("id", "").startswith("chart-"):
+            self._chart = a["id"]
+            self.charts[self._chart] = []
+        if tag == "polyline" and self._chart is not None:
+            self.charts[self._chart].append(a)
+        if tag == "span" and "data-series" in a:
+            self._series = a["data-series"]
+            self.legend[self._series] = ""
         if tag == "tr" and "data-tube" in a:
             self._row = self.tubes[a["data-tube"]] = {}
         elif tag == "tr" and "data-role" in a:
@@ -102,6 +125,10 @@ class Page(HTMLParser):
             self._field = a.get("data-field")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "svg":
+            self._chart = None
+        if tag == "span":
+            self._series = None
         if tag == "tr":
             self._row = None
         if tag == "td":
@@ -109,6 +136,8 @@ class Page(HTMLParser):
         self._id = None
 
     def handle_data(self, data: str) -> None:
+        if self._series is not None:
+            self.legend[self._series] += data
         if self._id is not None:
             self.by_id[self._id] += data
         if self._row is not None and self._field is not None:
@@ -117,6 +146,25 @@ class Page(HTMLParser):
 
 def number(text: str) -> int:
     return int(text.replace(",", ""))
+
+
+def xs(line: dict[str, str]) -> list[float]:
+    return [float(point.split(",")[0]) for point in line["points"].split()]
+
+
+def check_charts(page: Page) -> None:
+    """Both charts span the width from the first answer on (the jobs chart from x 0: it has
+    a value from the first answer; rates from the second); the rate lines are told apart."""
+    jobs = page.charts["chart-jobs"]
+    assert jobs and all(min(xs(line)) == 0 and max(xs(line)) == CHART_W for line in jobs)
+    rates = page.charts["chart-rates"]
+    step = CHART_W / (page.updates - 1)
+    for line in rates:
+        assert min(xs(line)) <= step + 0.1 and max(xs(line)) == CHART_W, line["data-series"]
+    assert {line["data-series"] for line in rates} == RATE_LINES
+    assert len({line["stroke"] for line in rates}) == len(RATE_LINES)
+    assert len({line["stroke-dasharray"] for line in rates}) == len(RATE_LINES)
+    assert set(page.legend) >= RATE_LINES
 
 
 def load(sock: socket.socket, shards: int) -> list[str]:
@@ -160,6 +208,20 @@ def test_dashboard_shows_what_stats_says(shardq_server: Callable[..., Any], tmp_
         for key in TUBE_FIELDS:
             assert number(row[key]) == int(fields[key]), (tube, key)
     assert page.tubes[tubes[0]]["wait-p50"].endswith("ms")  # one job waited, put → reserve
+    hosts = ["acceptor 0", "acceptor 1", "shard 2"]  # 2 serving processes host shards 0 and 1
+    for i, tube in enumerate(tubes):
+        assert (page.tubes[tube]["shard"], page.tubes[tube]["host"]) == (str(i), hosts[i])
+    default = crc32(b"default") % 4  # as the server routes it
+    assert page.tubes["default"]["shard"] == str(default)
+    host = hosts[default] if default < 2 else f"shard {default}"
+    assert page.tubes["default"]["host"] == host
+    shown = [page.by_id[f"stat-{key}"] for key in CARDS]
+    shown += [page.by_id[f"rate-{key}"] for key in ("cmd-put", "reserves", "cmd-delete")]
+    shown += [row[key] for row in page.tubes.values() for key in ("put-rate", "delete-rate")]
+    shown += [row[key] for row in page.roles.values() for key in ("cpu-percent", "cpu", "rss")]
+    shown += [text.split()[-1] for text in page.legend.values()]
+    assert [text for text in shown if not NUMBER.fullmatch(text)] == []
+    check_charts(page)
     roles = server.wait_all_children()
     assert set(page.roles) == set(roles) | {"supervisor", "metrics"}
     for role, pid in roles.items():

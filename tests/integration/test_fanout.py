@@ -114,8 +114,9 @@ def test_a_log_written_before_tube_families_keeps_its_routing(shardq_server, tmp
     wal = tmp_path / "old"
     wal.mkdir()
     (wal / "layout").write_text("shards=4\n")  # as an older shardq wrote it
-    near = tube_on_shard(tube_on_shard_of("orders", 4), 4, "orders+")  # same shard by name
-    far = tube_on_shard((tube_on_shard_of("orders", 4) + 1) % 4, 4, "orders+")
+    shard = by_name("orders", 4)
+    near = tube_on_shard(shard, 4, "orders+", by_name)  # the same shard by name
+    far = tube_on_shard((shard + 1) % 4, 4, "orders+", by_name)
     srv = shardq_server(4, ("--serving", "2", "-b", str(wal), *config(tmp_path)))
     assert "written before tube families" in srv.stderr()
     with client(srv.port, use="orders", watch=[near, far]) as c:
@@ -127,7 +128,8 @@ def test_a_log_written_before_tube_families_keeps_its_routing(shardq_server, tmp
     assert (wal / "layout").read_text() == "shards=4\n"  # left as it was
 
 
-def tube_on_shard_of(name: str, shards: int) -> int:
+def by_name(name: str, shards: int) -> int:
+    """The shard of a tube in a log directory written before tube families."""
     from zlib import crc32
 
     return crc32(name.encode()) % shards

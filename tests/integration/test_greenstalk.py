@@ -7,22 +7,22 @@ test_greenstalk_jobs.py and test_greenstalk_replies.py.
 Every test runs against ``--shards 1`` and ``--shards 4`` (the ``port``, ``connect``
 and ``client`` fixtures in conftest.py). The tube names (greenstalk_tubes.py) are
 chosen so that, with 4 shards, the tubes of one test live on different shards
-(crc32 % 4, see DESIGN.md); with 1 shard everything is on shard 0.
+(as the server spreads tubes: helpers.shard_of_tube); with 1 shard everything is on shard 0.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from zlib import crc32
 
 import greenstalk
 import pytest
 from greenstalk_tubes import TUBES
+from helpers import shard_of_tube
 
 
 def test_tube_names_span_shards():
-    assert [crc32(t.encode()) % 4 for t in TUBES] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert [shard_of_tube(t, 4) for t in TUBES] == [0, 1, 2, 3, 0, 1, 2, 3]
 
 
 def test_put_reserve_delete(client):

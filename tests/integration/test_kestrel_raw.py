@@ -40,8 +40,11 @@ def test_the_guides_timeout_example(kestrel_server) -> None:
     assert raw.ask(b"GET work/t=50\r\n") == b"END\r\n"  # empty after the wait
 
 
-def test_every_admin_command(kestrel_server) -> None:
-    server = kestrel_server(1)
+def test_every_admin_command(kestrel_server, tmp_path) -> None:
+    """With kestrel.admin: true (flush_all, reload and shutdown are administrative)."""
+    conf = tmp_path / "admin.yaml"
+    conf.write_text("kestrel:\n  admin: true\n")
+    server = kestrel_server(1, ("--config", str(conf)))
     raw = Raw(server.kestrel)
     assert raw.ask(b"set q1 0 0 1\r\na\r\n") == b"STORED\r\n"
     assert raw.ask(b"set q1 0 0 1 noreply\r\nb\r\nversion\r\n") == b"VERSION shardq-0.1.0\r\n"
@@ -69,6 +72,19 @@ def test_every_admin_command(kestrel_server) -> None:
     assert raw.ask(b"VERSION\r\n") == b"VERSION shardq-0.1.0\r\n"  # still serving
     raw.send(b"quit\r\nversion\r\n")
     assert raw.eof()
+
+
+def test_admin_commands_are_unknown_unless_enabled(kestrel_server) -> None:
+    """By default a client of the door cannot empty every queue, make the server read its
+    config again or ask it to stop: those commands answer as an unknown command does."""
+    server = kestrel_server(1)
+    raw = Raw(server.kestrel)
+    assert raw.ask(b"set q1 0 0 1\r\na\r\n") == b"STORED\r\n"
+    for line in (b"flush_all\r\n", b"FLUSH_ALL 0 noreply\r\n", b"reload\r\n", b"shutdown\r\n"):
+        assert raw.ask(line) == b"ERROR\r\n"
+    assert raw.get("q1") == b"VALUE q1 0 1\r\na\r\nEND\r\n"  # not flushed
+    assert raw.ask(b"version\r\n") == b"VERSION shardq-0.1.0\r\n"  # the connection goes on
+    assert "SIGHUP" not in server.stderr_path.read_text()  # no reload was asked for
 
 
 def test_malformed_input_gets_memcache_errors_and_the_connection_goes_on(kestrel_server) -> None:

@@ -28,6 +28,7 @@ from helpers import (
 
 from shardq.bench.procs import wait_listening
 from shardq.bench.servers import memory
+from shardq.protocol.stats_keys import LIMIT_KEYS
 from shardq.start import EXIT_CONFIG
 
 REFUSE_TIMEOUT = 20.0  #: a refused start must exit within this
@@ -208,12 +209,13 @@ def test_client_that_never_reads_is_closed_and_rss_stays_bounded(
     inserted = read_replies(producer, 2)[1]
     job_id = int(inserted.split()[1])
     before = server_rss(server)
+    assert "limit-output-closed" not in stats(server.port)  # no limit set, none acted yet
     greedy = socket.create_connection(("127.0.0.1", server.port))
     greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     greedy.sendall(f"peek {job_id}\r\n".encode() * 20_000)  # 1.2 GB of replies, never read
     peak = before
     deadline = time.monotonic() + 20
-    while stats(server.port)["limit-output-closed"] == "0":
+    while stats(server.port).get("limit-output-closed", "0") == "0":
         peak = max(peak, server_rss(server))
         assert time.monotonic() < deadline, "the client that never reads was not closed"
         time.sleep(0.05)
@@ -261,3 +263,24 @@ def test_input_flood_behind_a_waiting_reserve_is_not_read(
     assert flood.recv(64).startswith(b"RESERVED")
     flood.close()
     producer.close()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--allow", "127.0.0.0/8"),
+        ("--max-connections", "50"),
+        ("--max-output-bytes", "65536"),
+        ("--max-jobs", "10"),
+        ("--max-memory", "64M"),
+    ],
+    ids=lambda flags: flags[0].lstrip("-"),
+)
+def test_stats_shows_the_limit_keys_when_a_limit_is_set(
+    flags: tuple[str, ...], shardq_server: Callable[..., Any]
+) -> None:
+    """A limit set, even one that never acted: the ten limit-* keys after beanstalkd's.
+    (Without any, `stats` has beanstalkd's keys only: tests/differential/test_stats.py.)"""
+    server = shardq_server(shards=1, extra=flags)
+    keys = list(stats(server.port))
+    assert keys[keys.index("platform") + 1 :] == list(LIMIT_KEYS)

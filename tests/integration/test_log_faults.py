@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import connect, read_replies, send
+from helpers import connect, put_body, read_replies, ready_ids, send
 
 SHIM = Path(__file__).parent / "faults" / "failwal.c"
 RECOVER_WITHIN_S = 15.0  #: retries back off to 10 s at most
@@ -33,27 +33,6 @@ def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("shim") / "failwal.so"
     subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-o", str(out), str(SHIM), "-ldl"], check=True)
     return out
-
-
-def put(sock: Any, body: bytes) -> bytes:
-    send(sock, b"put 0 0 60 %d\r\n%s\r\n" % (len(body), body))
-    return read_replies(sock, 1)[0]
-
-
-def ids_of(port: int, tube: str = "default") -> set[int]:
-    """The ids of every ready job (reserved, then released: the set stays as it was)."""
-    sock = connect(port)
-    found: set[int] = set()
-    send(sock, f"watch {tube}\r\n".encode())
-    read_replies(sock, 1)
-    while True:
-        send(sock, b"reserve-with-timeout 0\r\n")
-        (reply,) = read_replies(sock, 1)
-        if not reply.startswith(b"RESERVED"):
-            break
-        found.add(int(reply.split()[1]))
-    sock.close()  # the reserved jobs go back to ready
-    return found
 
 
 @pytest.mark.parametrize(("shards", "serving"), [(1, "1"), (2, "2")], ids=["1shard", "2serving"])
@@ -72,13 +51,13 @@ def test_a_failing_log_refuses_puts_serves_the_rest_and_recovers(
     server = shardq_server(shards=shards, extra=("-b", str(wal), "--serving", serving))
     pids = server.wait_all_children()
     client = connect(server.port)
-    acked = {int(put(client, b"before %d" % i).split()[1]) for i in range(5)}
+    acked = {int(put_body(client, b"before %d" % i).split()[1]) for i in range(5)}
 
     flag.touch()  # the disk fails
-    first = put(client, b"as it fails")  # its turn's write fails: -f 50, so it stands
+    first = put_body(client, b"as it fails")  # its turn's write fails: -f 50, so it stands
     assert first.startswith(b"INSERTED"), first
     acked.add(int(first.split()[1]))
-    assert put(client, b"while failing") == b"OUT_OF_MEMORY\r\n"
+    assert put_body(client, b"while failing") == b"OUT_OF_MEMORY\r\n"
     send(client, b"reserve\r\n")
     reserved = read_replies(client, 1)[0]
     assert reserved.startswith(b"RESERVED")
@@ -90,7 +69,7 @@ def test_a_failing_log_refuses_puts_serves_the_rest_and_recovers(
 
     flag.unlink()  # the disk is back: a retry writes a fresh segment
     deadline = time.monotonic() + RECOVER_WITHIN_S
-    while (reply := put(client, b"after")) == b"OUT_OF_MEMORY\r\n":
+    while (reply := put_body(client, b"after")) == b"OUT_OF_MEMORY\r\n":
         assert time.monotonic() < deadline, server.stderr()[-2000:]
         time.sleep(0.1)
     assert reply.startswith(b"INSERTED"), reply
@@ -105,7 +84,7 @@ def test_a_failing_log_refuses_puts_serves_the_rest_and_recovers(
     server.proc.wait(10)
     monkeypatch.delenv("LD_PRELOAD")
     again = shardq_server(shards=shards, extra=("-b", str(wal), "--serving", serving))
-    assert ids_of(again.port) == acked
+    assert ready_ids(again.port) == acked
 
 
 def test_a_shard_whose_log_cannot_start_serves_and_takes_puts_once_it_can(
@@ -120,7 +99,7 @@ def test_a_shard_whose_log_cannot_start_serves_and_takes_puts_once_it_can(
     wal = tmp_path / "wal"
     server = shardq_server(shards=2, extra=("-b", str(wal)))
     client = connect(server.port)
-    kept = int(put(client, b"kept").split()[1])
+    kept = int(put_body(client, b"kept").split()[1])
     client.close()
     server.proc.send_signal(signal.SIGTERM)
     server.proc.wait(20)
@@ -130,13 +109,13 @@ def test_a_shard_whose_log_cannot_start_serves_and_takes_puts_once_it_can(
     again = shardq_server(shards=2, extra=("-b", str(wal)))
     pids = again.wait_all_children()
     client = connect(again.port)
-    assert put(client, b"refused") == b"OUT_OF_MEMORY\r\n"
+    assert put_body(client, b"refused") == b"OUT_OF_MEMORY\r\n"
     send(client, b"peek %d\r\n" % kept)
     assert read_replies(client, 1)[0] == b"FOUND %d 4\r\nkept\r\n" % kept
     assert again.stderr().count("cannot write its log") == 2  # one line per shard
     flag.unlink()
     deadline = time.monotonic() + RECOVER_WITHIN_S
-    while (reply := put(client, b"now")) == b"OUT_OF_MEMORY\r\n":
+    while (reply := put_body(client, b"now")) == b"OUT_OF_MEMORY\r\n":
         assert time.monotonic() < deadline, again.stderr()[-2000:]
         time.sleep(0.1)
     assert reply.startswith(b"INSERTED"), reply

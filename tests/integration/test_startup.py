@@ -26,8 +26,8 @@ from shardq.bench.procs import (
 )
 from shardq.config import DEFAULT_CONFIG
 from shardq.processes.spawn import SAFE_PATH
-from shardq.processes.startup import LAYOUT_FILE
 from shardq.start import EXIT_CONFIG
+from shardq.storage.layout import FILE as LAYOUT_FILE
 
 #: Seconds to wait for the listening line, and for a refused start to exit.
 START_TIMEOUT = 20.0
@@ -166,8 +166,8 @@ def test_a_log_of_another_shard_count_is_refused_before_binding(refused, tmp_pat
     (tmp_path / "wal").mkdir()
     (tmp_path / "wal" / LAYOUT_FILE).write_text("shards=3\n")
     line = refused("-b", "wal", "--shards", "2")
-    assert line.startswith("shardq: flag -b (wal.dir): wal holds the log of 3 shards: "), line
-    assert "--shards 3" in line
+    assert line.startswith("shardq: flag --shards (shards): wal holds the log of 3 shards, "), line
+    assert "start with --shards 3" in line
 
 
 def test_a_directory_that_is_not_writable_is_named(refused) -> None:

@@ -104,3 +104,36 @@ def test_bad_tls_settings_are_one_line(shardq_launch, certs, flags, says) -> Non
     assert (proc.returncode, out) == (EXIT_CONFIG, b"")
     lines = stderr_path.read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"shardq: {says}"), lines
+
+
+def test_a_handshake_that_stalls_is_closed_after_the_timeout(shardq_server, certs, tmp_path):
+    """Clients that open a TLS connection and send nothing, or half a handshake, are closed
+    once tls.handshake_timeout passes (they held 48 KB each for ever); one that finishes its
+    handshake in time is served, and the server's other clients never notice."""
+    config = tmp_path / "tls.yaml"
+    config.write_text("tls:\n  handshake_timeout: 1\n")
+    srv = shardq_server(1, (*tls_args(certs, Layout(1)), "--config", str(config)))
+    silent = [socket.create_connection(("127.0.0.1", srv.port), timeout=30) for _ in range(20)]
+    half = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    half.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # the start of a ClientHello
+    with greenstalk.Client(tls_socket(srv.port, certs)) as c:
+        c.put("in time")
+        for sock in [*silent, half]:
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(100) in (b"", b"\x15\x03\x01\x00\x02\x02\x28")  # EOF or alert
+            sock.close()
+        assert c.reserve(timeout=5).body == "in time"  # still served after the others went
+        assert c.stats()["current-connections"] == 1
+
+
+def test_handshake_timeout_must_be_a_positive_number(shardq_launch, certs, tmp_path) -> None:
+    """A bad tls.handshake_timeout stops the start with one line naming it."""
+    config = tmp_path / "tls.yaml"
+    config.write_text("tls:\n  handshake_timeout: 0\n")
+    proc, *_rest, stderr_path = shardq_launch(
+        1, (*tls_args(certs, Layout(1)), "--config", str(config))
+    )
+    out, _ = proc.communicate(timeout=30)
+    assert (proc.returncode, out) == (EXIT_CONFIG, b"")
+    lines = stderr_path.read_text().splitlines()
+    assert len(lines) == 1 and "tls.handshake_timeout" in lines[0], lines

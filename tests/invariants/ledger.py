@@ -10,7 +10,8 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from zlib import crc32
+
+from helpers import shard_of_tube
 
 #: Seconds of slack for a TTR deadline the server computed; it only widens what is allowed.
 EPS = 0.05
@@ -78,7 +79,7 @@ _COUNTER_OF = {"delete": "deletes", "release": "releases", "bury": "buries", "to
 
 def tube_names(count: int, spread: int = 4) -> list[str]:
     """``count`` tube names, as evenly spread over ``spread`` shards as shardq routes them
-    (``crc32(name) % shards``), so also over any divisor of ``spread``. Only the workload's
+    (``helpers.shard_of_tube``), so also over any divisor of ``spread``. Only the workload's
     spread depends on this, never a check."""
     per = -(-count // spread)
     names: list[str] = []
@@ -87,7 +88,7 @@ def tube_names(count: int, spread: int = 4) -> list[str]:
         if len(names) == count:
             return names
         name = f"inv-{k}"
-        shard = crc32(name.encode()) % spread
+        shard = shard_of_tube(name, spread)
         if used[shard] < per:
             used[shard] += 1
             names.append(name)

@@ -135,3 +135,19 @@ def test_same_job_id_on_two_servers_and_after_restart_are_separate_jobs(spark, t
     jobs = metrics.jobs(read_events(spark, [str(tmp_path)]))
     got = sorted((r.server, r.life, r.wait_ms, r.run_ms) for r in jobs.collect())
     assert got == [("a", 1, 0.0, 500.0), ("a", 2, 1000.0, None), ("b", 1, 1000.0, 1000.0)]
+
+
+def test_report_charts_bins_sized_to_the_span(local_result, generated):
+    """The generated log spans 40 minutes (15 of puts, then the jobs run out): per-minute
+    buckets drew each line as 41 points; bins sized to the span (30 s: at most
+    report.CHART_BINS) draw it as 81."""
+    import re
+
+    from shardq.pipeline.report import CHART_BINS
+
+    out, _ = local_result
+    page = (out / "report.html").read_text()
+    lines = re.findall(r"<polyline [^>]*points='([^']*)'", page)
+    assert lines
+    assert all(60 <= len(points.split()) <= CHART_BINS + 1 for points in lines)
+    assert "per second (mean over 30 s bins)" in page

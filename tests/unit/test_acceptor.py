@@ -32,7 +32,8 @@ def make_acceptor(tmp_path: Path, shards: int) -> Acceptor:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    return Acceptor(listener.detach(), str(tmp_path), shards, 65535)
+    acceptor = Acceptor(listener.detach(), str(tmp_path), shards, 65535)
+    return acceptor
 
 
 def shut(a: Acceptor) -> None:

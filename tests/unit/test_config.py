@@ -29,12 +29,31 @@ def test_defaults_without_file_or_flags():
     assert config == Config()
     assert (config.listen, config.port, config.max_job_size) == ("127.0.0.1", 11300, 65535)
     serving = 2 if (os.cpu_count() or 1) >= 2 else 1
-    assert config.serving == serving
-    assert config.shards == max(serving, min((os.cpu_count() or 1) // 2, 64))
+    assert config.serving == config.shards == serving
     assert (config.verbose, config.run_dir, config.wal_dir) == (0, None, None)
     assert (config.fsync_ms, config.segment_bytes) == (50, 10485760)
     assert config.server_id
     assert config.colocate is True
+
+
+@pytest.mark.parametrize(("cores", "shards"), [(1, 1), (2, 2), (8, 2), (16, 2), (128, 2)])
+def test_the_default_shard_count_does_not_grow_with_the_cores(monkeypatch, cores, shards):
+    """One shard per serving process: more cores only added shard processes (and hops)."""
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    config = load_config(None, {})
+    assert (config.shards, config.serving) == (shards, shards)
+    assert load_config(None, {"serving": 4}).shards == 4  # more serving processes: more shards
+
+
+def test_a_log_s_shard_count_replaces_the_default_and_a_disagreeing_setting_is_named():
+    written = (3, "/var/lib/q")
+    assert (load_config(None, {}, written=written).shards, Config().serving) == (3, 2)
+    assert load_config("shards: 3\n", {"shards": 3}, written=written).shards == 3
+    assert load_config(None, {}, written=(1, "/q")).serving == 1  # the default fits the log
+    message = error_of("shards: 2\n", origin="q.yaml", written=written)
+    assert message.startswith("q.yaml: shards: /var/lib/q holds the log of 3 shards, not 2: ")
+    message = error_of(None, {"shards": "4"}, flag_names={"shards": "--shards"}, written=written)
+    assert message.startswith("flag --shards (shards): /var/lib/q holds the log of 3 shards, ")
 
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "wal:\n"])
@@ -274,3 +293,13 @@ def test_kestrel_is_off_by_default_and_named_in_errors() -> None:
         load_config("kestrel: {port: '22133'}\n")
     with pytest.raises(ConfigError, match=r"kestrel.nope: unknown key"):
         load_config("kestrel: {nope: 1}\n")
+
+
+def test_kestrel_admin_commands_are_off_unless_enabled() -> None:
+    from shardq.config import ConfigError, load_config
+
+    assert load_config(None).kestrel_admin is False
+    assert load_config("kestrel:\n  admin: true\n").kestrel_admin is True
+    with pytest.raises(ConfigError) as caught:
+        load_config("kestrel: {admin: 'yes'}\n")
+    assert str(caught.value) == "config: kestrel.admin: must be true or false, got 'yes'"

@@ -44,6 +44,8 @@ class Model:
         self.by_rid: dict[int, int] = {}  # waiting rid -> conn
         self.total: dict[int, tuple[Tube, int]] = {}  # id(tube) -> (tube, puts into it)
         self.log: list[str] = []
+        self.q.e.audit = []  # the event log's rows (as if --events were given)
+        self.last_event: dict[int, str] = {}  # job -> its last event but touch
         for _ in range(4):
             self.connect()
 
@@ -370,6 +372,29 @@ class Model:
             if w.expire_at is not None:
                 assert w.expire_at > now, "a reserve timeout was lost"
         assert e.counts()["current-jobs-reserved"] == len(self.holder)
+        self.check_events()
+
+    def check_events(self) -> None:
+        """Invariant 6: every state change reaches the event log. A job's last event says
+        where it is: reserved after a reserve, buried after a bury, gone after a delete,
+        ready or delayed (or offered: ready for stats) after a put, release, kick or
+        timeout (a job a closed connection held: a release)."""
+        e = self.q.e
+        assert e.audit is not None
+        for row in e.audit:
+            if row[1] != "touch":
+                self.last_event[row[2]] = row[1]
+        e.audit.clear()
+        for job_id, event in self.last_event.items():
+            job = e.jobs.get(job_id)
+            if job is None:
+                assert event == "delete", (job_id, event)
+            elif job.state == State.RESERVED:
+                assert event == "reserve", (job_id, event)
+            elif job.state == State.BURIED:
+                assert event == "bury", (job_id, event)
+            else:
+                assert event in ("put", "release", "kick", "timeout"), (job_id, event, job.state)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

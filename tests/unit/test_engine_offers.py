@@ -98,6 +98,25 @@ def test_disconnect_declines_offers_and_releases_reserved_jobs_at_once(q: Q) -> 
     assert q.stats_tube()["current-jobs-ready"] == "2"
 
 
+def test_a_job_a_closed_connection_held_is_logged_as_released_at_once(q: Q) -> None:
+    """The event log has every state change: the give-back too, as a release with no delay
+    (the job's own put delay is not the release's); a declined offer was never reserved."""
+    q.e.audit = []
+    held = q.put(delay=1, ttr=100)
+    q.advance(NS)  # its delay is over: ready
+    q.reserve_id(5)
+    offered = q.put()
+    q.reserve(5, offer=True)
+    q.e.disconnect(5, q.now)
+    rows = [(r[1], r[2], r[5]) for r in q.e.audit]
+    assert rows == [
+        ("put", held, 1),
+        ("reserve", held, 1),
+        ("put", offered, 0),
+        ("release", held, 0),
+    ]
+
+
 def test_offered_jobs_count_as_urgent_like_other_ready_jobs(q: Q) -> None:
     """stats says an offered job is ready (state and current-jobs-ready), so it is urgent too."""
     q.put(pri=0)

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "start": 4,  # config + checks + bind + exec into the supervisor, no CLI library
     "dropin": 4,  # shardqd: beanstalkd's command line
     "cli": 4,
+    "usage": 4,  # what `serve` says about an unknown flag
     "__main__": 4,
     "bench": 4,
     "pipeline": 4,

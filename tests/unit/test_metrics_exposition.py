@@ -186,3 +186,33 @@ def test_metrics_is_off_by_default_and_a_section_of_the_file() -> None:
     assert load_config("metrics:\n  listen: 127.0.0.1:9200\n", {}).metrics_listen == (
         "127.0.0.1:9200"
     )
+
+
+def test_each_tube_names_its_shard_and_the_process_that_runs_it() -> None:
+    procs = [Proc("acceptor 0", 11, "S", 0, 1), Proc("acceptor 1", 12, "S", 0, 1)]
+    procs.append(Proc("shard 2", 13, "S", 0, 1))
+    homes = {"a": [1], "b": [2], "default": [0, 1, 2]}
+    g = view(homes=homes, serving=2, shards=3, answered={0, 1, 2}, processes=procs)
+    got = samples(render(g))
+    homes_seen = {
+        (dict(labels)["tube"], dict(labels)["shard"], dict(labels)["process"])
+        for name, labels in got
+        if name == "shardq_tube_shard"
+    }
+    assert homes_seen == {
+        ("a", "1", "acceptor 1"),
+        ("b", "2", "shard 2"),
+        ("default", "0", "acceptor 0"),
+        ("default", "1", "acceptor 1"),
+        ("default", "2", "shard 2"),
+    }
+    rows = {row["name"]: row for row in summary(g, 3, 2)["tubes"]}
+    assert (rows["a"]["shards"], rows["a"]["hosts"]) == ([1], ["acceptor 1"])
+    assert (rows["b"]["shards"], rows["b"]["hosts"]) == ([2], ["shard 2"])
+
+
+def test_one_serving_process_is_plain_acceptor_and_no_colocate_is_the_shard_process() -> None:
+    one = view(serving=1, processes=[Proc("acceptor", 11, "S", 0, 1)])
+    assert one.host_of(0) == "acceptor" and one.host_of(1) == "shard 1"
+    apart = view(serving=1, processes=[Proc("shard 0", 12, "S", 0, 1)])
+    assert apart.host_of(0) == "shard 0"

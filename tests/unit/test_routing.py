@@ -1,4 +1,5 @@
-"""Unit tests of shardq/routing.py: tube -> shard and job id -> id block."""
+"""Unit tests of shardq/cluster/routing.py: tube -> shard and job id -> id block, and of the
+layout file that records a log directory's routing (storage/layout.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import random
 
 import pytest
 
-from shardq.cluster.routing import ID_BLOCK, block_ids, id_block, tube_shard
+from shardq.cluster.routing import (
+    FAMILIES,
+    ID_BLOCK,
+    NAMES,
+    ROUTINGS,
+    SPREAD,
+    TubeShards,
+    block_ids,
+    default_shard,
+    id_block,
+    tube_shard,
+)
 
 
 @pytest.mark.parametrize(
@@ -21,17 +33,81 @@ from shardq.cluster.routing import ID_BLOCK, block_ids, id_block, tube_shard
         ("foo", 3, 2356372769 % 3),
     ],
 )
-def test_tube_shard_is_a_stable_crc32(name: str, shards: int, shard: int) -> None:
-    assert tube_shard(name, shards) == shard
+def test_the_families_routing_is_a_stable_crc32(name: str, shards: int, shard: int) -> None:
+    assert tube_shard(name, shards, FAMILIES) == shard
+    assert tube_shard(name, shards, NAMES) == shard
 
 
-def test_tube_shard_is_in_range_and_spreads_names() -> None:
+@pytest.mark.parametrize(
+    ("name", "shards", "shard"),
+    [
+        # mix32(crc32(stem)) + crc32("default") - mix32(crc32("default")) + number: fixed by
+        # zlib and the finaliser's constants, so every process and every run agree on them
+        ("default", 3, 3814588639 % 3),
+        ("default", 4, 3814588639 % 4),
+        ("orders", 8, 5),
+        ("q0", 4, 3),
+        ("q1", 4, 0),
+        ("q1+eu", 4, 0),
+        ("q17", 5, 0),
+    ],
+)
+def test_the_spread_routing_is_stable(name: str, shards: int, shard: int) -> None:
+    assert tube_shard(name, shards) == tube_shard(name, shards, SPREAD) == shard
+
+
+#: numbered families as clients name them (the bench's tubes are ``bench-<6 hex>-<n>``)
+NUMBERED = [
+    [f"{stem}{n}" for n in range(4)]
+    for stem in ("q", "queue-", "bench-3f9a0c-", "bench-77c1e2-", "t", "jobs_", "x.y/")
+]
+
+
+@pytest.mark.parametrize("shards", [2, 4])
+@pytest.mark.parametrize("family", NUMBERED, ids=lambda names: names[0])
+def test_numbered_families_take_every_shard_in_turn(family: list[str], shards: int) -> None:
+    """Four numbered tubes over 2 shards: two each; over 4: one each. (crc32 is linear:
+    under FAMILIES, names that differ in their last digit all went to one shard with 2,
+    and paired up with 4.)"""
+    hits = [tube_shard(name, shards) for name in family]
+    assert sorted(hits) == sorted(list(range(shards)) * (4 // shards)), hits
+
+
+def test_the_families_routing_piled_numbered_families_up() -> None:
+    """What SPREAD mends: every NUMBERED family on one shard of 2 (so the test above
+    fails with the old rule)."""
+    for family in NUMBERED:
+        assert len({tube_shard(name, 2, FAMILIES) for name in family}) == 1, family
+
+
+def test_default_is_on_the_same_shard_under_every_routing() -> None:
+    """The id blocks start at the shard of `default`: a log written under one routing keeps
+    its blocks' owners whatever the routing."""
+    for shards in range(1, 65):
+        for routing in ROUTINGS:
+            assert tube_shard("default", shards, routing) == default_shard(shards)
+
+
+def test_the_router_map_computes_once_and_stays_bounded(monkeypatch) -> None:
+    from shardq.cluster import routing
+
+    monkeypatch.setattr(routing, "MAX_CACHED_TUBES", 3)
+    shards = TubeShards(4, FAMILIES)
+    assert [shards[n] for n in ("ta", "tb", "ta")] == [809500611 % 4, 2838933113 % 4, 809500611 % 4]
+    assert dict(shards) == {"ta": 809500611 % 4, "tb": 2838933113 % 4}
+    for n in ("a", "b", "c", "d"):
+        assert shards[n] == tube_shard(n, 4, FAMILIES)
+        assert len(shards) <= 3
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+def test_tube_shard_is_in_range_and_spreads_names(routing: str) -> None:
     rng = random.Random(7)
     names = [
         "".join(rng.choices("abcdefghij-+/;.$_()0123", k=rng.randint(1, 20))) for _ in range(2000)
     ]
     for shards in (1, 2, 3, 8):
-        hits = [tube_shard(n, shards) for n in names]
+        hits = [tube_shard(n, shards, routing) for n in names]
         assert set(hits) == set(range(shards))
         assert min(hits.count(s) for s in range(shards)) > len(names) / shards / 2
 
@@ -68,11 +144,14 @@ def test_a_tube_family_lives_with_its_first_name() -> None:
     from zlib import crc32
 
     for shards in (2, 3, 4, 8):
-        for name in ("orders", "a", "x.y"):
-            shard = crc32(name.encode()) % shards
-            for member in (f"{name}+eu", f"{name}+eu+1", f"{name}+"):
-                assert tube_shard(member, shards) == shard
-                assert tube_shard(member, shards, families=False) == crc32(member.encode()) % shards
+        for name in ("orders", "a", "x.y", "q7"):
+            for routing in (SPREAD, FAMILIES):
+                shard = tube_shard(name, shards, routing)
+                for member in (f"{name}+eu", f"{name}+eu+1", f"{name}+"):
+                    assert tube_shard(member, shards, routing) == shard
+            assert tube_shard(name, shards, FAMILIES) == crc32(name.encode()) % shards
+            for member in (f"{name}+eu", f"{name}+eu+1"):
+                assert tube_shard(member, shards, NAMES) == crc32(member.encode()) % shards
 
 
 @pytest.mark.parametrize("shards", [1, 2, 3, 4, 7])
@@ -102,16 +181,24 @@ def test_copy_ids_go_on_after_the_highest_a_shard_holds() -> None:
     assert [ids.take(), ids.take()] == [copy_id(1, 4, 2001), copy_id(1, 4, 2002)]
 
 
-def test_a_new_log_directory_routes_by_family_an_old_one_by_name(tmp_path) -> None:
+def test_a_new_log_directory_spreads_an_old_one_keeps_its_routing(tmp_path) -> None:
     from shardq.processes.children import LayoutError, check_layout
 
-    assert check_layout(str(tmp_path), 4) is True
-    assert (tmp_path / "layout").read_text() == "shards=4\nrouting=families\n"
-    assert check_layout(str(tmp_path), 4) is True  # read back
+    assert check_layout(str(tmp_path), 4) == SPREAD
+    assert (tmp_path / "layout").read_text() == "shards=4\nrouting=spread\n"
+    assert check_layout(str(tmp_path), 4) == SPREAD  # read back
+    (tmp_path / "layout").write_text("shards=4\nrouting=families\n")  # before SPREAD
+    assert check_layout(str(tmp_path), 4) == FAMILIES
     (tmp_path / "layout").write_text("shards=4\n")  # written before families
-    assert check_layout(str(tmp_path), 4) is False
+    assert check_layout(str(tmp_path), 4) == NAMES
     with pytest.raises(LayoutError, match="holds the log of 4 shards"):
         check_layout(str(tmp_path), 2)
+    (tmp_path / "layout").write_text("shards=4\nrouting=zigzag\n")  # a later shardq's
+    with pytest.raises(LayoutError, match="not a layout this shardq knows"):
+        check_layout(str(tmp_path), 4)
+    (tmp_path / "layout").write_text("rubbish")
+    with pytest.raises(LayoutError, match="not a layout file"):
+        check_layout(str(tmp_path), 4)
 
 
 def test_copy_ids_never_go_back_after_a_restart_without_the_jobs(tmp_path) -> None:

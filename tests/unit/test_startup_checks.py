@@ -16,7 +16,6 @@ from shardq.processes.startup import (
     check_dir,
     find_user,
     lock_dirs,
-    written_shards,
 )
 
 
@@ -55,12 +54,6 @@ def test_check_dir_creates_nothing_it_leaves(tmp_path: Path) -> None:
     assert check_dir(str(tmp_path / "a" / "b")) is None
     assert list(tmp_path.iterdir()) == []
     assert check_dir(str(tmp_path)) is None
-
-
-def test_written_shards(tmp_path: Path) -> None:
-    assert written_shards(str(tmp_path)) is None
-    (tmp_path / "layout").write_text("shards=4\n")
-    assert written_shards(str(tmp_path)) == 4
 
 
 def test_a_locked_directory_is_refused_with_the_holders_pid(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from shardq.engine.engine import Engine
 from shardq.engine.job import NS
 from shardq.protocol import parser, proto, replies
@@ -12,6 +14,7 @@ from shardq.protocol.stats_keys import (
     JOB_COUNT_KEYS,
     POLICY_TUBE_KEYS,
     SHARD_COUNT_KEYS,
+    SHARD_TUBE_KEY,
     STATS_JOB_KEYS,
     STATS_KEYS,
     STATS_TUBE_KEYS,
@@ -70,3 +73,40 @@ def test_proto_is_the_parser_and_the_replies() -> None:
     for name in proto.__all__:
         home = parser if hasattr(parser, name) else replies
         assert getattr(proto, name) is getattr(home, name), name
+
+
+def test_stats_tube_names_the_shard_only_with_several() -> None:
+    e = Engine()
+    e.put(1, 1, "default", 0, 0, 60, b"x", T0)
+    assert SHARD_TUBE_KEY not in yaml_keys(e.stats_tube("default", T0))  # one shard
+    e.shard_index = 3  # as shard_process.open_core sets it with several shards
+    reply = e.stats_tube("default", T0)
+    assert yaml_keys(reply) == [*STATS_TUBE_KEYS, SHARD_TUBE_KEY]
+    assert reply.endswith(b"\npause-time-left: 0\nshard: 3\n\r\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("", False),
+        ("limits:\n  max_output_bytes: 4194304\n", False),  # the default, written out
+        ("allow: [10.0.0.0/8]\n", True),
+        ("limits:\n  max_connections: 5\n", True),
+        ("limits:\n  max_output_bytes: 65536\n", True),
+    ],
+)
+def test_the_coordinator_knows_whether_a_connection_limit_is_set(text: str, shown: bool) -> None:
+    """It prints the limit-* keys then; a coordinator started after a SIGHUP is told the
+    limits in force (its live arguments come after the ones it was first started with)."""
+    from shardq.config import load_config
+    from shardq.processes import children, live
+    from shardq.processes.child import parse
+
+    def told(argv: list[str]) -> bool:
+        args = parse(argv)
+        return live.limits_set(args.max_connections, args.max_output_bytes, args.allow)
+
+    config = load_config(text, {})
+    assert told(children.coordinator_argv(config, "/run", "/state")) is shown
+    first = children.coordinator_argv(load_config("", {}), "/run", "/state")
+    assert told([*first, *live.argv(live.of(config), True)]) is shown

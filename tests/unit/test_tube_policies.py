@@ -232,7 +232,7 @@ def test_policies_are_live_settings(tmp_path) -> None:
     assert refused == []
     live.write(str(tmp_path), live.of(new))
     assert live.read(str(tmp_path)).tubes == new.tubes
-    args = live.argv(live.of(new), acceptor=False)
+    args = live.argv(live.of(new), limits=False)
     assert f"--tubes={json.dumps(new.tubes)}" in args
 
 

@@ -16,8 +16,7 @@ from shardq.processes import shard_ops as ops
 from shardq.processes.acceptor import handoff, shedding
 from shardq.processes.acceptor.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.acceptor.handlers import HANDLERS, STAT_KEYS
-from shardq.processes.acceptor.handoff import MAX_MOVES
-from shardq.processes.listener import allowed
+from shardq.processes.door import turned_away
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -39,6 +38,9 @@ FRONT_MAX_JOB = 1 << 20
 #: flight, so the replies on their way to it (job bodies) are bounded too (at 128, 60 KB
 #: jobs: +34 MiB at most, measured; 512: +96 MiB). Other commands' replies are small.
 MAX_PIPED = 128
+#: Commands one connection may run in one turn of the loop (the rest runs in the next
+#: turns, between the other connections' commands). One read is bounded by RECV_BYTES.
+PUMP_BUDGET = 256
 #: Commands whose replies carry a job body.
 BIG_REPLIES = (c.Peek, c.PeekReady, c.PeekDelayed, c.PeekBuried)
 
@@ -177,23 +179,19 @@ def accept(self: Acceptor, private: bool = False) -> None:
             if e.errno == errno.ECONNABORTED:
                 continue
             raise
-        if self.allow and not private and not allowed(self.allow, sock):  # --allow
-            self.connections_denied += 1
-            sock.close()
-            continue
-        if self.conn_limit and held >= self.conn_limit:  # limits.max_connections
-            self.connections_refused += 1
-            sock.close()
+        if turned_away(self, sock, held, private):  # allow, max_connections
             continue
         sock.setblocking(False)
         if sock.family != socket.AF_UNIX:  # `-l unix:PATH`
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if tls is not None:
+            if not self.admit_handshake():
+                sock.close()
+                continue
             sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         conn = Conn(self.next_conn, sock, job_limit(self, private))
         if tls is not None:
-            conn.handshaking = True  # done in read(), as the client's messages come
-            conn.moves = MAX_MOVES  # TLS state cannot be handed to another process
+            self.start_handshake(conn)
         self.next_conn += MAX_SERVING
         self.total_connections += 1
         self.conns[conn.id] = conn
@@ -252,55 +250,44 @@ def read(self: Acceptor, conn: Conn) -> None:
         self.interest(conn)
         if conn.waiting is not None:
             self.reserve_at_eof(conn)
-        elif conn.phase is IDLE and conn.held is None:
-            self.finish(conn)
+        elif conn.phase is IDLE and conn.held is None and conn not in self.backlog:
+            self.finish(conn)  # else pump finishes it once its commands have run
         return
-    if not shedding.take_input(self, conn, self.rview[:n]):  # out of memory: closed
+    used = 0
+    if self.home_ok and self.can_serve_home(conn):  # the fast path (home.py)
+        try:
+            data = bytes(self.rview[:n])
+        except MemoryError:  # out of memory: the general path answers (shedding.py)
+            data = b""
+        used = self.serve_home(conn, data)
+        if used:
+            self.dirty.add(conn)
+            if len(conn.out) > self.max_output:
+                self.overflow(conn)
+                return
+            if used == n:
+                return
+    if not shedding.take_input(self, conn, self.rview[used:n]):  # out of memory: closed
         return
-    if self.tls is not None:  # TLS may hold decrypted bytes that epoll cannot see
+    if isinstance(conn.sock, ssl.SSLSocket):  # TLS may hold decrypted bytes epoll cannot see
         self.read_pending(conn)
     self.pump(conn)
 
 
-def handshake(self: Acceptor, conn: Conn) -> bool:
-    """Go on with a TLS handshake; True once it is done (the client may have sent commands
-    with its last handshake message: read them at once). A failed one (no or a wrong
-    client certificate, not TLS at all) closes the connection, logged at DEBUG."""
-    try:
-        conn.sock.do_handshake()  # type: ignore[attr-defined]
-    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-        return False
-    except (ssl.SSLError, OSError) as e:
-        self.tls_failed += 1
-        log.debug("connection %d: TLS handshake failed: %s", conn.id, e)
-        self.close(conn)
-        return False
-    conn.handshaking = False
-    return True
-
-
-def read_pending(self: Acceptor, conn: Conn) -> None:
-    """Feed what the TLS layer has decrypted but not handed over yet."""
-    sock = conn.sock
-    while conn.phase is not CLOSED and sock.pending():  # type: ignore[attr-defined]
-        try:
-            n = sock.recv_into(self.rbuf)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
-        except OSError:
-            self.close(conn)
-            return
-        if not n or not shedding.take_input(self, conn, self.rview[:n]):
-            return
-
-
 def pump(self: Acceptor, conn: Conn) -> None:
-    """Run the connection's buffered commands until one must wait for a reply. Replies
-    stay in order: a command joins a pipeline only if its answer comes from the same
-    shard; any other waits (held) until the pipeline has drained."""
+    """Run the connection's buffered commands until one must wait for a reply, at most
+    PUMP_BUDGET of them: the rest waits for the next turn (`backlog`), so a connection
+    with a long pipeline cannot stall the others. Replies stay in order: a command joins a
+    pipeline only if its answer comes from the same shard; any other waits (held) until
+    the pipeline has drained."""
     conn.pumping = True
+    budget = PUMP_BUDGET
     try:
         while conn.phase < BUSY:  # IDLE or PIPING
+            if not budget:
+                self.backlog.add(conn)  # what is left runs next turn (run_backlog)
+                return
+            budget -= 1
             cmd = conn.held or shedding.next_command(self, conn)
             if cmd is None:
                 if conn.eof and conn.phase is IDLE:
@@ -320,12 +307,23 @@ def pump(self: Acceptor, conn: Conn) -> None:
             self.pause_input(conn)
 
 
+def run_backlog(self: Acceptor) -> None:
+    """Go on with the connections whose commands pump left for this turn."""
+    backlog, self.backlog = self.backlog, set()
+    for conn in backlog:
+        if conn.phase is not CLOSED:
+            self.pump(conn)
+
+
 def close(self: Acceptor, conn: Conn) -> None:
     if conn.phase is CLOSED:
         return
     conn.step("close")
     self.conns.pop(conn.id, None)
     self.dirty.discard(conn)
+    self.backlog.discard(conn)
+    if conn.handshaking:
+        self.handshakes.pop(conn, None)
     if conn.events:
         with contextlib.suppress(KeyError, ValueError):
             self.sel.unregister(conn.sock)

@@ -9,11 +9,12 @@ from typing import Any
 
 from shardq.engine.engine import SAFETY_MARGIN
 from shardq.engine.reserve import Offer
+from shardq.processes.shard import LOCAL_PEER
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
 COORDINATOR = -1  #: target index for the coordinator in request batches
-LOCAL = b""  #: the peer identity of the acceptor's own requests to its hosted shard
+LOCAL = LOCAL_PEER  #: the peer identity of the acceptor's own requests to its hosted shard
 
 Done = Callable[["Conn", list[Any]], None]  #: what runs when a request is answered
 

@@ -13,7 +13,7 @@ from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
 from shardq.engine.job import NS
 from shardq.engine.reserve import Offer
 from shardq.processes import shard_ops as ops
-from shardq.processes.acceptor.conn import CLOSED, LOCAL, Conn, CrossReserve
+from shardq.processes.acceptor.conn import CLOSED, Conn, CrossReserve
 from shardq.protocol import proto
 
 if TYPE_CHECKING:
@@ -58,12 +58,13 @@ def reserve_hosted(self: Acceptor, conn: Conn, args: list[Any], now: int) -> Non
     answers later (take_events in run_hosted) under this rid."""
     assert self.hosted is not None
     rid = self.new_rid()
-    reply = self.hosted.core.handle(LOCAL, [ops.RESERVE, rid, conn.id, *args], now)
-    if reply is None:
+    tubes, timeout_at, soon_at, _offer = args
+    payload = self.hosted.core.reserve_local(conn.id, rid, tuple(tubes), now, timeout_at, soon_at)
+    if payload is None:
         self.pending[rid] = (conn, self.on_reserved)
         conn.waiting = rid
     else:
-        self.on_reserved(conn, reply[1:])
+        self.on_reserved(conn, payload)
 
 
 def reserve_at_eof(self: Acceptor, conn: Conn) -> None:

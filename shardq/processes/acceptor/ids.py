@@ -7,23 +7,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
-from shardq.cluster.routing import ID_BLOCK, block_ids, block_shard, id_block, tube_shard
+from shardq.cluster.routing import ID_BLOCK, block_ids, block_shard, id_block
 from shardq.processes.acceptor.conn import COORDINATOR, Conn
 
 if TYPE_CHECKING:
     from shardq.processes.acceptor.loop import Acceptor
 
 SPARE_BLOCKS = 4  #: id blocks leased ahead per shard
-MAX_CACHED_TUBES = 10_000  #: shard_of cache bound (clients may invent any number of names)
 
 
 def shard_of(self: Acceptor, tube: str) -> int:
-    shard = self.tube_shards.get(tube)
-    if shard is None:
-        if len(self.tube_shards) >= MAX_CACHED_TUBES:
-            self.tube_shards.clear()
-        shard = self.tube_shards[tube] = tube_shard(tube, self.shard_count, self.families)
-    return shard
+    """The shard of a tube (`tube_shards`, a routing.TubeShards: computed on first use)."""
+    return self.tube_shards[tube]
 
 
 def take_id(self: Acceptor, shard: int) -> int | None:

@@ -24,6 +24,7 @@ other processes), clients.py (client sockets), handlers.py (the commands), cross
 
 from __future__ import annotations
 
+import os
 import resource
 import selectors
 import socket
@@ -35,10 +36,10 @@ from typing import Any, cast
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import tagged
+from shardq.cluster.routing import TubeShards, tagged
 from shardq.engine.job import NS
 from shardq.processes import lifeline, live, wakeup
-from shardq.processes.acceptor import clients, cross, handlers, handoff, ids, peers
+from shardq.processes.acceptor import clients, cross, handlers, handoff, home, ids, peers, tls
 from shardq.processes.acceptor.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.listener import Network, parse_networks
 from shardq.processes.shard import ShardCore, ShardServer
@@ -92,9 +93,13 @@ class Acceptor:
     pause_accepting = clients.pause_accepting
     resume_accepting = clients.resume_accepting
     read = clients.read
-    handshake = clients.handshake
-    read_pending = clients.read_pending
+    handshake = tls.handshake
+    read_pending = tls.read_pending
+    admit_handshake = tls.admit_handshake
+    start_handshake = tls.start_handshake
+    expire_handshakes = tls.expire_handshakes
     pump = clients.pump
+    run_backlog = clients.run_backlog
     close = clients.close
     interest = clients.interest
     overflow = clients.overflow
@@ -128,6 +133,8 @@ class Acceptor:
     do_ignore = handlers.do_ignore
     do_stats = handlers.do_stats
     connection_fields = handlers.connection_fields
+    can_serve_home = home.can_serve_home
+    serve_home = home.serve_home
     open_handoff = handoff.open_handoff
     home_owner = handoff.home_owner
     should_move = handoff.should_move
@@ -155,7 +162,6 @@ class Acceptor:
         # no allow-list (only the server's user can open the run directory)
         self.private: socket.socket | None = None
         self.shard_count = shards
-        self.families = True  # tubes by family (cluster/routing.py), or by whole name
         self.max_job_size = max_job_size
         self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}
@@ -205,11 +211,12 @@ class Acceptor:
         self.cross: dict[int, CrossReserve] = {}
         self.outq: dict[int, list[list[Any]]] = {}
         self.dirty: set[Conn] = set()
+        self.backlog: set[Conn] = set()  # connections with commands left for the next turn
         self.timers: list[tuple[int, int, CrossReserve]] = []
         self.blocks: dict[int, int] = {}  # id block -> shard
         self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
         self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
-        self.tube_shards: dict[str, int] = {}  # a cache of shard_of
+        self.tube_shards = TubeShards(shards)  # tube -> shard (process.py: the log's routing)
         self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
         self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
         self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
@@ -222,7 +229,12 @@ class Acceptor:
         self.allow: tuple[Network, ...] = ()  # limits: TCP peers only from these; () = any
         self.connections_denied = 0
         self.tls: ssl.SSLContext | None = None  # TLS on the beanstalk port (tls.cert, tls.key)
+        #: the fast path (home.py) is on: a hosted shard, no TLS (set_fast_path)
+        self.home_ok = hosted is not None
         self.tls_failed = 0
+        self.handshakes: dict[Conn, float] = {}  # TLS handshakes under way -> deadline (tls.py)
+        self.handshake_s = tls.HANDSHAKE_TIMEOUT_S  # tls.handshake_timeout
+        self.max_handshakes = tls.MAX_HANDSHAKES
         self.max_output = max_output_bytes
         self.output_closed = 0
         job_max = max(max_job_size, clients.FRONT_MAX_JOB)
@@ -252,6 +264,10 @@ class Acceptor:
             timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
         if self.retry_soon:
             timeout = min(timeout, RETRY_S)
+        if self.backlog:
+            timeout = 0  # commands are left over from the last turn (clients.pump)
+        if self.handshakes:
+            timeout = min(timeout, self.expire_handshakes())
         if self.accept_paused_until:
             self.resume_accepting()
             if self.accept_paused_until:
@@ -277,6 +293,8 @@ class Acceptor:
         self.worked = bool(events)
         if self.hosted is not None:
             self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        if self.backlog:
+            self.run_backlog()  # what the last turn left, before anything new is read
         self.handle_events(events)
         self.drain_zmq()
         self.run_timers(time.monotonic_ns())
@@ -322,7 +340,10 @@ class Acceptor:
         connections: with many there is nearly always input, and the other core belongs to
         the clients. Adaptive: a poll that catches nothing makes the next 1, 2, 4 … 64 busy
         turns sleep at once, so a client that thinks between commands costs at most one
-        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it."""
+        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it. Between
+        two polls it yields the core (sched_yield): on a busy machine the client it waits
+        for may be the process waiting for this core, and on a quiet one the yield returns
+        at once."""
         if self.spin_skip:
             self.spin_skip -= 1
             return []
@@ -332,6 +353,7 @@ class Acceptor:
             if events:
                 self.spin_backoff = 1
                 return events
+            os.sched_yield()
             if time.monotonic() >= until:
                 self.spin_skip = self.spin_backoff
                 self.spin_backoff = min(2 * self.spin_backoff, SPIN_MAX_SKIP)

@@ -15,6 +15,7 @@ import socket
 import ssl
 from types import FrameType
 
+from shardq.cluster.routing import SPREAD, TubeShards
 from shardq.processes import live, wakeup
 from shardq.processes.acceptor import handoff
 from shardq.processes.acceptor.loop import Acceptor
@@ -38,7 +39,8 @@ def main(
     allow: tuple[str, ...] = (),
     tls: ssl.SSLContext | None = None,
     private_fd: int = -1,
-    families: bool = True,
+    routing: str = SPREAD,
+    handshake_s: float = 5.0,
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
@@ -54,9 +56,11 @@ def main(
         max_output_bytes,
     )
     acceptor.spin_s = poll_us / 1e6
-    acceptor.families = families
+    acceptor.tube_shards = TubeShards(shards, routing)  # tube -> shard, as the log says
     acceptor.allow = parse_networks(allow)
     acceptor.tls = tls
+    acceptor.handshake_s = handshake_s
+    acceptor.home_ok = hosted is not None and tls is None  # TLS reads go the general way
     if private_fd >= 0:
         acceptor.private = socket.socket(fileno=private_fd)
         acceptor.private.setblocking(False)

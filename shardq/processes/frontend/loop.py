@@ -4,7 +4,9 @@ One loop owns the front-end's listening socket, every client and, for each, a pr
 beanstalk connection to the server itself over the serving processes' private unix socket
 (``RUN_DIR/beanstalk.sock``: no TLS, no allow-list, since only this server's user can open
 the run directory). Each client's commands run one at a time as tasks (session.py); a
-task's beanstalk lines go out as one write, and its replies come back in order.
+task's beanstalk lines go out as one write, and its replies come back in order. Its clients
+pass the door's `Gate` (processes/door.py) as the beanstalk port's do: the allow-list,
+``limits.max_connections`` and TLS (``tls.*``).
 
 A front-end (Kestrel, Workq) subclasses `FrontendLoop`: how a session is made
 (`new_session`), how its next command becomes a task (`next_task`), what a client is told
@@ -27,7 +29,8 @@ import socket
 import time
 from collections import Counter
 
-from shardq.processes import lifeline, wakeup
+from shardq.processes import lifeline, live, wakeup
+from shardq.processes.door import Gate, accept_next, receive, send_some
 from shardq.processes.frontend.session import (
     CLOSED,
     CLOSING,
@@ -45,18 +48,6 @@ RECV_BYTES = 256 * 1024
 CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
 
 log = logging.getLogger(__name__)
-
-
-def send_some(sock: socket.socket, buf: bytearray) -> bool:
-    """Send what the socket takes now and drop it from `buf`; False: the peer is gone."""
-    try:
-        sent = sock.send(buf)
-    except (BlockingIOError, InterruptedError):
-        return True
-    except OSError:
-        return False
-    del buf[:sent]
-    return True
 
 
 class FrontendLoop:
@@ -81,6 +72,8 @@ class FrontendLoop:
         #: sessions whose answers wait for this turn's journal fsync (group commit)
         self.held: set[Session] = set()
         self.rbuf = bytearray(RECV_BYTES)
+        self.gate = Gate()  # who may come in (allow, max_connections, TLS): main() sets it
+        live.on_change(self.take_live)
 
     # ------------------------------------------------------------------ what a front-end says
 
@@ -111,6 +104,11 @@ class FrontendLoop:
     def sync(self) -> None:
         """Make it so (one fsync for every answer of the turn)."""
 
+    def take_live(self, settings: live.Live) -> None:
+        """SIGHUP: the door's allow-list and limit, and the bound on unread replies."""
+        self.gate.take_live(settings)
+        self.max_output = settings.max_output_bytes
+
     # ------------------------------------------------------------------ sessions
 
     def connect_backend(self) -> socket.socket:
@@ -124,17 +122,10 @@ class FrontendLoop:
         return backend
 
     def accept(self) -> None:
-        while True:
-            try:
-                sock, _ = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                log.warning("accept(): %s", e.strerror)
-                return
-            sock.setblocking(False)
-            if sock.family != socket.AF_UNIX:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while (waiting := accept_next(self.listener)) is not None:
+            sock = self.gate.admit(waiting, self.clients())
+            if sock is None:
+                continue
             try:
                 backend = self.connect_backend()
             except OSError as e:
@@ -277,19 +268,17 @@ class FrontendLoop:
     # ------------------------------------------------------------------ socket events
 
     def read_client(self, s: Session) -> None:
-        try:
-            n = s.sock.recv_into(self.rbuf) if s.sock is not None else 0
-        except (BlockingIOError, InterruptedError):
-            return
+        assert s.sock is not None  # an internal session has no client to read
+        try:  # with TLS, the first reads go on with its handshake (SSL_read does it)
+            n = receive(s.sock, self.rbuf, s.parser.feed)
         except OSError:
             self.close(s)
             return
+        if n is None:
+            return
         if not n:
             s.eof = True  # what it sent before is still answered, then it is closed
-            self.pump(s)
-            return
         self.counters["bytes_read"] += n
-        s.parser.feed(memoryview(self.rbuf)[:n])
         self.pump(s)
 
     def read_backend(self, s: Session) -> None:
@@ -403,11 +392,8 @@ class FrontendLoop:
             self.flush(s)
 
     def serve_forever(self) -> None:
-        self.sel.register(wakeup.install(), selectors.EVENT_READ, wakeup.SIGNALLED)
         try:
-            while True:
-                lifeline.check()
-                self.turn()
+            lifeline.run(self.sel, self.turn)
         finally:
             for s in list(self.sessions.values()):
                 self.close(s)

@@ -331,6 +331,22 @@ def do_shutdown(front: Frontend, s: Session, cmd: k.Simple) -> Task:
     yield
 
 
+#: The administrative commands, served only with kestrel.admin: true (a client of the door
+#: must not empty every queue, nor make the server read its config again, unless allowed).
+ADMIN = ("flush_all", "reload", "shutdown")
+
+
+def is_admin(cmd: k.Command) -> bool:
+    return isinstance(cmd, k.FlushAll) or (isinstance(cmd, k.Simple) and cmd.name in ADMIN)
+
+
+def not_enabled(front: Frontend, s: Session, cmd: k.Command) -> Task:
+    """An administrative command with kestrel.admin off: answered as an unknown command is
+    (``ERROR``, the connection goes on), so the door does not even say it exists."""
+    return k.ERROR
+    yield
+
+
 def do_quit(front: Frontend, s: Session, cmd: k.Simple) -> Task:
     s.eof = True  # the loop closes the session once its output is written
     s.parser.dead = True  # and runs nothing sent after it

@@ -15,6 +15,7 @@ from collections import Counter
 
 from shardq.engine.policy import Policies
 from shardq.processes import live, wakeup
+from shardq.processes.door import Gate
 from shardq.processes.frontend.loop import FrontendLoop
 from shardq.processes.frontend.session import Session, Task, gather
 from shardq.processes.kestrel import commands
@@ -61,6 +62,8 @@ class Frontend(FrontendLoop):
         live.on_change(self.fanout.take_live)
         if journal_dir is not None:
             self.expiry.keep(journal_dir, sync, self.fanout)
+        #: kestrel.admin: flush_all, reload and shutdown are served (off: they are unknown)
+        self.admin = False
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
         self.janitor_jobs: list[int] = []  # the janitor's last batch of expired jobs
@@ -76,6 +79,8 @@ class Frontend(FrontendLoop):
         cmd, s.held = s.held or s.parser.next_command(), None
         if cmd is None:
             return None
+        if not self.admin and commands.is_admin(cmd):
+            return commands.not_enabled(self, s, cmd)
         if isinstance(cmd, k.Set):  # the sets that follow go with it, in one round trip
             return commands.do_sets(self, s, gather(s, cmd, is_set, next_parsed))
         if isinstance(cmd, k.Simple):
@@ -137,10 +142,14 @@ def main(
     journal_dir: str | None,
     sync: bool,
     tubes: str = "",
+    gate: Gate | None = None,
+    admin: bool = False,
 ) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text);
+    `admin`: serve the administrative commands (kestrel.admin)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    Frontend(
+    front = Frontend(
         listen_fd,
         backend_path,
         max_item,
@@ -150,4 +159,7 @@ def main(
         journal_dir,
         sync,
         tubes,
-    ).serve_forever()
+    )
+    front.gate = gate or front.gate
+    front.admin = admin
+    front.serve_forever()

@@ -1,5 +1,5 @@
 """What Kestrel's `dump_config` shows for a queue whose tube has a per-tube policy: the
-server's limits (child.kestrel_config), with the policy's in Kestrel's names where it sets
+server's limits (`server_config`), with the policy's in Kestrel's names where it sets
 one (`stats-tube`'s policy-* keys, docs/PROTOCOLS.md "Per-tube policies")."""
 
 from __future__ import annotations
@@ -12,6 +12,23 @@ KESTREL_NAMES = {
     "discard_old_when_full": "policy-discard-old",
     "move_expired_to": "policy-expired-to",
 }
+
+
+def server_config(
+    max_jobs: int, max_memory: int, max_item: int, journal: bool, sync_journal: bool
+) -> list[tuple[str, object]]:
+    """What `dump_config` shows for every queue, in Kestrel's names (the limits are the
+    server's, shared by every queue; 0 means none, shown as Kestrel's "infinite")."""
+    return [
+        ("max_items", max_jobs or 2147483647),
+        ("max_size", max_memory or 9223372036854775807),
+        ("max_item_size", max_item),
+        ("max_age", 0),
+        ("discard_old_when_full", "false"),
+        ("journal", "true" if journal else "false"),
+        ("sync_journal", "true" if sync_journal else "false"),
+        ("move_expired_to", "(none)"),
+    ]
 
 
 def queue_config(

@@ -15,6 +15,7 @@ import socket
 import time
 
 from shardq.processes import wakeup
+from shardq.processes.door import Gate
 from shardq.processes.frontend.beanstalk import now_ms
 from shardq.processes.frontend.loop import FrontendLoop
 from shardq.processes.frontend.session import Session, Task, gather
@@ -175,8 +176,11 @@ def main(
     journal_dir: str | None,
     sync: bool,
     max_memory: int,
+    gate: Gate | None = None,
 ) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+    front.gate = gate or front.gate
     front.serve_forever()

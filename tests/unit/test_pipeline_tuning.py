@@ -1,0 +1,49 @@
+"""`shardq analyze`'s Spark settings sized to the input (shardq/pipeline/tuning.py; no JVM):
+few shuffle partitions, no web UI and a fast-starting driver JVM for a small local input."""
+
+from pathlib import Path
+
+from shardq.pipeline.tuning import (
+    BYTES_PER_PARTITION,
+    FAST_JVM,
+    MAX_PARTITIONS,
+    input_bytes,
+    tuning_for,
+)
+
+
+def events(tmp_path: Path, size: int) -> Path:
+    directory = tmp_path / "events"
+    directory.mkdir()
+    (directory / "a.jsonl").write_bytes(b"x" * size)
+    (directory / "b.jsonl").write_bytes(b"x" * size)
+    return directory
+
+
+def test_a_small_local_input_gets_two_partitions_no_ui_and_the_fast_jvm(tmp_path: Path):
+    tuning = tuning_for([str(events(tmp_path, 1000))], None)
+    assert tuning.conf == {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+    assert tuning.jvm == FAST_JVM
+
+
+def test_partitions_follow_the_input_size(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(
+        "shardq.pipeline.tuning.input_bytes", lambda paths: 10 * BYTES_PER_PARTITION
+    )
+    assert tuning_for(["x"], None).conf["spark.sql.shuffle.partitions"] == "10"
+    assert tuning_for(["x"], None).jvm == ""  # 640 MiB: not small
+    monkeypatch.setattr("shardq.pipeline.tuning.input_bytes", lambda paths: 10**15)
+    assert tuning_for(["x"], None).conf["spark.sql.shuffle.partitions"] == str(MAX_PARTITIONS)
+
+
+def test_a_cluster_keeps_its_ui_and_jvm_and_verbose_keeps_the_ui(tmp_path: Path):
+    path = str(events(tmp_path, 10))
+    cluster = tuning_for([path], "spark://host:7077")
+    assert cluster.conf == {"spark.sql.shuffle.partitions": "2"} and cluster.jvm == ""
+    assert "spark.ui.enabled" not in tuning_for([path], "local[2]", verbose=1).conf
+
+
+def test_input_behind_a_uri_keeps_sparks_defaults(tmp_path: Path):
+    assert input_bytes(["hdfs://nn/events"]) is None
+    assert tuning_for(["s3a://bucket/ev/*.jsonl"], None).conf == {}
+    assert input_bytes([f"{events(tmp_path, 7)}/*.jsonl"]) == 14

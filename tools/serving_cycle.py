@@ -1,0 +1,123 @@
+"""The serving process's own cost per command, in one process with no load tool beside it.
+
+A real `Acceptor` hosting a real shard (its ZeroMQ sockets bound in a temp run dir, no
+other process: ids come from one large block given to it up front) serves C client
+connections made with socketpair(). Each round every client sends its next command of a
+put / reserve-with-timeout 0 / delete cycle (a third of them at each step, so a turn
+carries a mix, as under `bload -w mixed`), the acceptor runs turns until every client has
+its reply, and only the acceptor's turns are timed. So the figure is the serving path
+(epoll, recv, the commands, the engine, send), without the clients' CPU or a machine's
+other load, and repeatable: the best of R repetitions is printed in µs per command.
+
+    python tools/serving_cycle.py [--conns C] [--rounds N] [--repeat R] [--profile]
+
+`--profile`: run once under cProfile and print the top functions by own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import socket
+import statistics
+import tempfile
+import time
+
+from shardq.processes.acceptor.conn import Conn
+from shardq.processes.acceptor.loop import Acceptor
+from shardq.processes.shard import ShardCore
+
+BODY = b"x" * 100
+PUT = b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY)
+RESERVE = b"reserve-with-timeout 0\r\n"
+
+
+def make_acceptor(run_dir: str) -> tuple[Acceptor, socket.socket]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    acceptor = Acceptor(listener.detach(), run_dir, 1, 65535, ShardCore(0, True))
+    acceptor.spare[0] = [range(1, 1 << 40)]  # ids at hand: no coordinator to lease from
+    acceptor.accepting = True
+    return acceptor, listener
+
+
+def connect(acceptor: Acceptor, n: int) -> list[socket.socket]:
+    """n client connections, registered with the acceptor as accepted ones are."""
+    clients = []
+    for i in range(n):
+        ours, theirs = socket.socketpair()
+        ours.setblocking(False)
+        conn = Conn(i + 1, ours, 65535)
+        acceptor.conns[conn.id] = conn
+        acceptor.interest(conn)
+        clients.append(theirs)
+    return clients
+
+
+def run(conns: int, rounds: int) -> float:
+    """Seconds of acceptor turns per command."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        acceptor, _listener = make_acceptor(run_dir)
+        clients = connect(acceptor, conns)
+        step = [i % 3 for i in range(conns)]  # 0 put, 1 reserve, 2 delete
+        held: list[bytes] = [b""] * conns
+        busy = 0.0
+        commands = 0
+        for _ in range(rounds):
+            for i, client in enumerate(clients):
+                s = step[i]
+                if s == 0:
+                    client.send(PUT)
+                elif s == 1:
+                    client.send(RESERVE)
+                else:
+                    client.send(b"delete %s\r\n" % held[i] if held[i] else RESERVE)
+            commands += conns
+            waiting = set(range(conns))
+            while waiting:
+                started = time.perf_counter()
+                acceptor.turn()
+                busy += time.perf_counter() - started
+                for i in list(waiting):
+                    try:
+                        reply = clients[i].recv(65536)
+                    except BlockingIOError:
+                        continue
+                    if reply:
+                        waiting.discard(i)
+                        if reply.startswith(b"RESERVED"):
+                            held[i] = reply.split(b" ", 2)[1]
+                        elif reply.startswith(b"DELETED"):
+                            held[i] = b""
+                        step[i] = (step[i] + 1) % 3
+            for client in clients:
+                client.setblocking(False)
+        for client in clients:
+            client.close()
+        return busy / commands
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conns", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(run, args.conns, args.rounds)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        return
+    times = [run(args.conns, args.rounds) * 1e6 for _ in range(args.repeat)]
+    print(
+        f"serving path, {args.conns} connections, put/reserve/delete: best {min(times):.2f} us, "
+        f"median {statistics.median(times):.2f} us per command "
+        f"({args.repeat} x {args.rounds} rounds)"
+    )
+
+
+if __name__ == "__main__":
+    main()
