@@ -186,9 +186,11 @@ class ShardCore(Holding):
         fanout makes (engine/fanout.py)? There must be room to log them all (`Wal.admit`)
         and room under limits.max_jobs and max_memory (`quota.Quota.admit`); False: it is
         answered OUT_OF_MEMORY."""
+        wal = self.wal
+        if wal is None and self.quota is None:
+            return True  # nothing to fill: no log, no limits
         engine = self.engine
         jobs = 1 + engine.copies(tube) if engine.families else 1
-        wal = self.wal
         if wal is not None and (
             self.log_fault is not None or not all(wal.admit(body_len) for _ in range(jobs))
         ):
@@ -208,7 +210,7 @@ class ShardCore(Holding):
     ) -> bytes:
         """A put from the hosting serving process's fast path (acceptor/home.py): the
         client's reply. As `run` does for PUT, without a request to unpack."""
-        if (self.wal is not None or self.quota is not None) and not self.admit(tube, len(body)):
+        if not self.admit(tube, len(body)):
             return proto.OUT_OF_MEMORY
         try:
             return self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
