@@ -245,6 +245,20 @@ def serve(
             help="Serve Workq's text protocol on PORT (Workq's: 9922), 0 = any [off].",
         ),
     ] = None,
+    bunqueue_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--bunqueue-listen", metavar="ADDR", help="bunqueue front-end address [127.0.0.1]."
+        ),
+    ] = None,
+    bunqueue_port: Annotated[
+        str | None,
+        typer.Option(
+            "--bunqueue-port",
+            metavar="PORT",
+            help="Serve bunqueue's MessagePack protocol on PORT (bunqueue's: 6789), 0 = any [off].",
+        ),
+    ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
     # always compacted."); shardq's log is compacted automatically too, so it does the same.
     compact: Annotated[
@@ -287,6 +301,8 @@ def serve(
         "kestrel_port": kestrel_port,
         "workq_listen": workq_listen,
         "workq_port": workq_port,
+        "bunqueue_listen": bunqueue_listen,
+        "bunqueue_port": bunqueue_port,
     }
     overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if verbose:

@@ -41,5 +41,7 @@ FLAGS = {
     "kestrel_port": "--kestrel-port",
     "workq_listen": "--workq-listen",
     "workq_port": "--workq-port",
+    "bunqueue_listen": "--bunqueue-listen",
+    "bunqueue_port": "--bunqueue-port",
     "metrics_listen": "--metrics",
 }

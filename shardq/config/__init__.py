@@ -60,6 +60,9 @@ YAML layout::
     workq:
       listen: 127.0.0.1    # the Workq (text protocol) front-end's address
       port: null           # null -> no Workq front-end; Workq's own port is 9922; 0 -> any
+    bunqueue:
+      listen: 127.0.0.1    # the bunqueue (MessagePack over TCP) front-end's address
+      port: null           # null -> no bunqueue front-end; bunqueue's own port is 6789; 0 -> any
     tubes:                 # per-tube policies (config/tubes.py, engine/policy.py); reloadable
       defaults: {max_jobs: 0, max_bytes: 0, discard_old: false, max_reserves: 0, max_timeouts: 0,
                  max_age: 0, max_reserved: 0, reserve_rate: 0}   # max_age: seconds;
@@ -176,6 +179,8 @@ class Config:
     kestrel_admin: bool = False  # Kestrel's flush_all, reload, shutdown served (no flag)
     workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
     workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
+    bunqueue_listen: str = "127.0.0.1"  # --bunqueue-listen ADDR; the bunqueue front-end's address
+    bunqueue_port: int | None = None  # --bunqueue-port PORT; None = no bunqueue front-end; 0 = any
     #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
     tubes: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
@@ -222,10 +227,12 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "kestrel_admin": ("kestrel.admin", _bool),
     "workq_listen": ("workq.listen", _word),
     "workq_port": ("workq.port", _port_or_null),
+    "bunqueue_listen": ("bunqueue.listen", _word),
+    "bunqueue_port": ("bunqueue.port", _port_or_null),
     "tubes": ("tubes", tube_policies),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").
-SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "workq", "metrics")
+SECTIONS = ("wal", "events", "limits", "log", "tls", "kestrel", "workq", "bunqueue", "metrics")
 _BY_YAML_KEY = {key: name for name, (key, _) in FIELDS.items()}
 
 

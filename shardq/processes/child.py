@@ -47,7 +47,7 @@ from shardq.processes.forked import label_of_comm
 from shardq.protocol.replies import YAML_STYLES, set_yaml_style
 
 MODULE = "shardq.processes.child"
-ROLES = ("coordinator", "shard", "acceptor", "kestrel", "workq", "metrics")
+ROLES = ("coordinator", "shard", "acceptor", "kestrel", "workq", "bunqueue", "metrics")
 PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger(__name__)
@@ -210,6 +210,14 @@ def parser() -> argparse.ArgumentParser:
     workq.add_argument("--journal-dir", help="keep the Workq journal here (the -b directory)")
     workq.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     workq.add_argument("--max-memory", type=int, default=0, help="the registry's bound")
+    bunqueue = roles.add_parser("bunqueue")
+    _add_common(bunqueue)
+    bunqueue.add_argument("--listen-fd", type=int, required=True)
+    bunqueue.add_argument("--backend", required=True, help="the serving processes' unix socket")
+    _add_door(bunqueue)
+    bunqueue.add_argument("--journal-dir", help="keep the bunqueue journal here (the -b directory)")
+    bunqueue.add_argument("--sync-journal", action="store_true", help="fsync before answering")
+    bunqueue.add_argument("--max-memory", type=int, default=0, help="the registry's bound")
     return top
 
 
@@ -321,6 +329,20 @@ def run_workq(args: argparse.Namespace) -> None:
     )
 
 
+def run_bunqueue(args: argparse.Namespace) -> None:
+    from shardq.processes.bunqueue import main as bunqueue_main
+
+    bunqueue_main(
+        args.listen_fd,
+        args.backend,
+        args.max_output_bytes,
+        args.journal_dir,
+        args.sync_journal,
+        args.max_memory,
+        door_gate(args),
+    )
+
+
 def run_metrics(args: argparse.Namespace) -> None:
     from shardq.processes.metrics import main as metrics_main
     from shardq.processes.metrics_http import MAX_OPEN
@@ -343,6 +365,7 @@ RUNNERS: dict[str, Callable[[argparse.Namespace], None]] = {
     "metrics": run_metrics,
     "kestrel": run_kestrel,
     "workq": run_workq,
+    "bunqueue": run_bunqueue,
 }
 
 

@@ -70,6 +70,7 @@ ROLE_MODULES = {
     "acceptor": ("shardq.processes.acceptor", "shardq.processes.shard_process"),
     "kestrel": ("shardq.processes.kestrel",),
     "workq": ("shardq.processes.workq",),
+    "bunqueue": ("shardq.processes.bunqueue",),
 }
 
 
@@ -273,8 +274,23 @@ def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
     )
 
 
+def bunqueue_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
+    """The bunqueue front-end: its listening socket, the run dir's private socket, and where
+    its journal goes (with -b: the log's directory)."""
+    return child_argv(
+        "bunqueue",
+        listen_fd=listen_fd,
+        backend=os.path.join(run_dir, PRIVATE_SOCKET),
+        journal_dir=cfg.wal_dir,
+        sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
+        max_memory=cfg.max_memory,
+        **door_options(cfg),
+        **common_options(cfg, run_dir),
+    )
+
+
 #: A protocol front-end's name -> its argv builder.
-FRONT_ARGV = {"kestrel": kestrel_argv, "workq": workq_argv}
+FRONT_ARGV = {"kestrel": kestrel_argv, "workq": workq_argv, "bunqueue": bunqueue_argv}
 
 
 def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:

@@ -111,6 +111,7 @@ class Supervisor:
         for name, host, port in (
             ("kestrel", config.kestrel_listen, config.kestrel_port),
             ("workq", config.workq_listen, config.workq_port),
+            ("bunqueue", config.bunqueue_listen, config.bunqueue_port),
         ):
             if port is not None:
                 self.bind_front(name, host, port)
