@@ -41,6 +41,7 @@ def _line_pattern(template: str) -> re.Pattern[str]:
 
 _KESTREL_LISTENING = _line_pattern(FRONT_LISTENING.replace("{name}", "kestrel"))
 _WORKQ_LISTENING = _line_pattern(FRONT_LISTENING.replace("{name}", "workq"))
+_BUNQUEUE_LISTENING = _line_pattern(FRONT_LISTENING.replace("{name}", "bunqueue"))
 _METRICS_LISTENING = _line_pattern(METRICS_LISTENING)  #: with --metrics
 
 
@@ -81,6 +82,12 @@ def workq_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
     """The Workq port in a server's first stdout lines (``shardq workq listening on
     HOST:PORT``) for `host`, else None."""
     return _port_in(_WORKQ_LISTENING, data, host)
+
+
+def bunqueue_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:
+    """The bunqueue port in a server's first stdout lines (``shardq bunqueue listening on
+    HOST:PORT``) for `host`, else None."""
+    return _port_in(_BUNQUEUE_LISTENING, data, host)
 
 
 def metrics_port(data: bytes | str, host: str = "127.0.0.1") -> int | None:

@@ -4,7 +4,7 @@ A frame is a big-endian u32 length and one MessagePack map with string keys: a r
 names its command in ``cmd`` and may carry a ``reqId`` of any type, echoed verbatim in its
 reply. A frame past `MAX_FRAME` (64 MiB) is answered with bunqueue's own error and the
 connection ends; an undecodable frame is ``Invalid command format``, a frame that is not a
-map with a string ``cmd`` is ``Invalid command`` (neither has a reqId, as bunqueue's).
+map with a ``cmd`` is ``Invalid command``.
 
 Replies are encoded as bunqueue's encoder (msgpackr) writes what matters to its clients:
 an integer outside 32 bits goes out as a float64, never as a 64-bit integer (the TS SDK
@@ -118,11 +118,16 @@ class BunqueueParser:
 
 
 def decode(body: bytes) -> Request | Invalid:
+    """As bunqueue: what does not decode (or decodes to a falsy value) is ``Invalid command
+    format``; a value with no ``cmd`` is ``Invalid command`` (with its reqId if a string)."""
     try:
         msg = msgpack.unpackb(body, raw=False, ext_hook=undefined, strict_map_key=False)
     except (ValueError, TypeError, msgpack.UnpackException):
         return Invalid(error("Invalid command format"))
-    if not isinstance(msg, dict) or not isinstance(msg.get("cmd"), str):
-        return Invalid(error("Invalid command"))
+    if not msg:
+        return Invalid(error("Invalid command format"))
+    if not isinstance(msg, dict) or not msg.get("cmd"):
+        req_id = msg.get("reqId") if isinstance(msg, dict) else None
+        return Invalid(error("Invalid command", req_id if isinstance(req_id, str) else NO_REQ_ID))
     req_id = msg.pop("reqId", NO_REQ_ID)
-    return Request(msg.pop("cmd"), msg, NO_REQ_ID if req_id is None else req_id)
+    return Request(str(msg.pop("cmd")), msg, NO_REQ_ID if req_id is None else req_id)

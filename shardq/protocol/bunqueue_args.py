@@ -70,10 +70,15 @@ def number(
     if integer and value != int(value):
         raise BadRequest(f"{name} must be an integer")
     if value < low:
-        raise BadRequest(f"{name} must be at least {low:g}")
+        raise BadRequest(f"{name} must be at least {js(low)}")
     if value > high:
-        raise BadRequest(f"{name} must be at most {high:g}")
+        raise BadRequest(f"{name} must be at most {js(high)}")
     return value
+
+
+def js(value: float) -> str:
+    """A number as JavaScript prints it (an integral one without a point)."""
+    return str(int(value)) if value == int(value) else str(value)
 
 
 def whole(value: Any, name: str, low: float, high: float, default: int) -> int:

@@ -17,6 +17,7 @@ import pytest
 from helpers import REPO_ROOT
 
 from shardq.bench.procs import (
+    bunqueue_port,
     drain_stream,
     kestrel_port,
     kill_group,
@@ -77,7 +78,7 @@ def start_front(
     proc, run_dir, stderr_path = launch(tmp_path, shards, (f"--{front}-port", "0", *extra))
     data = read_lines(proc, 2, START_TIMEOUT)
     port = listening_port(data.partition(b"\n")[0] + b"\n")
-    fport = {"kestrel": kestrel_port, "workq": workq_port}[front](data)
+    fport = {"kestrel": kestrel_port, "workq": workq_port, "bunqueue": bunqueue_port}[front](data)
     if port is None or fport is None:
         kill_group(proc)
         pytest.fail(f"no listening lines: {data!r}\n{stderr_path.read_text()[-3000:]}")

@@ -101,7 +101,8 @@ def do_progress(front: Frontend, s: Session, req: b.Request) -> Task:
         raise a.BadRequest("Job not found")
     if j.state != ACTIVE:
         raise a.BadRequest(f"Job is not active (current state: {j.visible_state})")
-    j.progress = b.safe(req.get("progress", 0))
+    given = a.number(req.get("progress"), "progress", -(2**53), 2**53) or 0
+    j.progress = min(100, max(0, given))  # accepted, and kept within 0..100
     j.progress_message = req.get("message")
     front.save(j)
     front.emit("progress", j, data=j.progress)
@@ -185,7 +186,7 @@ def do_purge_dlq(front: Frontend, s: Session, req: b.Request) -> Task:
 
 
 def do_list_queues(front: Frontend, s: Session, req: b.Request) -> Task:
-    return b.ok(req.req_id, queues=sorted(front.registry.queues))
+    return b.ok(req.req_id, queues=list(front.registry.queues))
     yield
 
 

@@ -84,7 +84,6 @@ def pull(front: Frontend, s: Session, req: b.Request, count: int) -> Result:
     owner = req.get("owner")
     lock_ttl = int(a.number(req.get("lockTtl"), "lockTtl") or a.DEFAULT_LOCK_TTL)
     deadline = time.monotonic() + wait / 1000
-    before = watch_lines(s, (a.tube_of(queue),))
     jobs: list[BqJob] = []
     front.pullers.add(s)
     try:
@@ -95,8 +94,8 @@ def pull(front: Frontend, s: Session, req: b.Request, count: int) -> Result:
                     break
                 yield Sleep(left)
                 continue
+            before = watch_lines(s, (a.tube_of(queue),))  # (sent with the reserve)
             first = yield from reserve_within(s, deadline, before)
-            before = ()
             if first is None:
                 break
             if first.name != b"RESERVED":

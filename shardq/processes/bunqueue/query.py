@@ -16,7 +16,7 @@ from shardq.processes.bunqueue.registry import (
     FAILED,
     BqJob,
 )
-from shardq.processes.bunqueue.render import job_with_state
+from shardq.processes.bunqueue.render import job_record, job_with_state
 from shardq.processes.frontend.session import Session, Sleep, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
@@ -42,7 +42,7 @@ def do_get_job(front: Frontend, s: Session, req: b.Request) -> Task:
 
 def do_get_by_custom_id(front: Frontend, s: Session, req: b.Request) -> Task:
     ident = front.registry.by_custom.get(str(req.get("customId")))
-    return b.ok(req.req_id, job=job_with_state(found(front, ident)))
+    return b.ok(req.req_id, job=job_record(found(front, ident)))
     yield
 
 

@@ -204,11 +204,7 @@ class Registry:
         self.free_key(j)
         if self.jobs.pop(j.id, None) is not None:
             self.bytes -= cost(j)
-            members = self.queues.get(j.queue)
-            if members is not None:
-                members.discard(j.id)
-                if not members:
-                    del self.queues[j.queue]
+            self.queues.get(j.queue, set()).discard(j.id)  # (the queue stays listed)
         if j.opts.custom_id is not None:
             self.by_custom.pop(j.opts.custom_id, None)
 
@@ -300,6 +296,7 @@ class Registry:
         )
         if retry:
             j.move("retry")
+            j.started = None
             j.run_at = now + retry_delay(j, random.random())
             heapq.heappush(self.timers, (j.run_at, DELAY, j.id))
             return True
@@ -316,7 +313,7 @@ class Registry:
         """Back to waiting (its connection went): put again by the janitor."""
         self.unhold(j)
         j.move("release")
-        j.token, j.owner, j.lock_until = None, None, 0
+        j.token, j.owner, j.lock_until, j.started = None, None, 0, None
         self.ready.append(j)
 
     def stalled(self, j: BqJob, now: float) -> None:

@@ -7,6 +7,9 @@ from typing import Any
 
 from shardq.processes.bunqueue.registry import BqJob
 
+#: how long bunqueue says a DLQ entry is kept (shardq keeps it until purged or retried)
+DLQ_KEPT_MS = 7 * 24 * 3600 * 1000
+
 
 def job_record(j: BqJob) -> dict[str, Any]:
     o = j.opts
@@ -65,8 +68,10 @@ def job_with_state(j: BqJob) -> dict[str, Any]:
     """GetJob's: the record, its state, result and failure."""
     out = job_record(j)
     out["state"] = j.visible_state
-    out["returnvalue"] = j.result
-    out["failedReason"] = j.failed_reason
+    if j.result is not None:  # (bunqueue: undefined, which its clients read as absent)
+        out["returnvalue"] = j.result
+    if j.failed_reason is not None:
+        out["failedReason"] = j.failed_reason
     return out
 
 
@@ -74,8 +79,12 @@ def dlq_entry(j: BqJob) -> dict[str, Any]:
     entered = float(j.entered_dlq or 0)
     return {
         "job": job_record(j),
+        "enteredAt": entered,
+        "reason": "max_attempts_exceeded",
         "error": j.failed_reason,
         "attempts": j.history,
-        "enteredAt": entered,
-        "expiresAt": None,
+        "retryCount": 0,
+        "lastRetryAt": None,
+        "nextRetryAt": None,
+        "expiresAt": entered + DLQ_KEPT_MS,
     }
