@@ -1,5 +1,0 @@
-"""The bunqueue front-end process (see loop.py and docs/PROTOCOLS.md)."""
-
-from shardq.processes.bunqueue.loop import Frontend, main
-
-__all__ = ["Frontend", "main"]

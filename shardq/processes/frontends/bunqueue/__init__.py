@@ -1,0 +1,5 @@
+"""The bunqueue front-end process (see loop.py and docs/PROTOCOLS.md)."""
+
+from shardq.processes.frontends.bunqueue.loop import Frontend, main
+
+__all__ = ["Frontend", "main"]

@@ -1,0 +1,183 @@
+"""The bunqueue front-end process: bunqueue's MessagePack protocol in, beanstalk out.
+
+The loop is the front-ends' own (`frontends/loop.py`); this module adds what is bunqueue's:
+the registry of its jobs (registry.py) and its journal under ``-b DIR``, the sessions
+waiting for a job (WaitJob), the subscribers of job events, what each connection has
+pulled (given back when it goes), and the janitor that puts delayed jobs in their tube at
+their time and ends expired locks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import signal
+import socket
+import time
+from typing import Any
+
+from shardq.processes.common import wakeup
+from shardq.processes.common.door import Gate
+from shardq.processes.frontends.bunqueue import commands, saving
+from shardq.processes.frontends.bunqueue.registry import BqJob, Registry
+from shardq.processes.frontends.bunqueue.tubes import now_ms
+from shardq.processes.frontends.loop import FrontendLoop
+from shardq.processes.frontends.session import Session, Task
+from shardq.protocol import bunqueue as b
+from shardq.storage.bunqueue_journal import Dropped, Paused, Record, open_journal
+from shardq.storage.journal import Journal
+
+log = logging.getLogger(__name__)
+
+
+class Frontend(FrontendLoop):
+    UNAVAILABLE = b.error("Server unavailable")
+
+    def __init__(
+        self,
+        listen_fd: int,
+        backend_path: str,
+        max_output_bytes: int,
+        journal_dir: str | None,
+        sync: bool,
+        max_memory: int = 0,
+        tokens: frozenset[str] = frozenset(),
+    ) -> None:
+        super().__init__(listen_fd, backend_path, b.MAX_FRAME + b.HEADER.size, max_output_bytes)
+        self.started = time.time()
+        self.max_memory = max_memory
+        self.tokens = tokens  # Auth's tokens (none: every connection may do anything)
+        self.authed: set[int] = set()
+        self.registry = Registry()
+        self.waiters: dict[str, set[Session]] = {}  # job id -> sessions in WaitJob
+        self.subscribers: dict[int, Session] = {}  # SubscribeEvents
+        self.workers: dict[str, dict[str, Any]] = {}  # RegisterWorker
+        self.retired: set[int] = set()  # beanstalk ids being deleted (not to be pulled)
+        self.put_tokens = itertools.count(1)
+        self.puts_in_flight: set[int] = set()
+        self.pullers: set[Session] = set()  # sessions in a long PULL (woken by a Resume)
+        self.janitor: Session | None = None
+        self.janitor_work: list[BqJob] = []
+        self.book: Journal | None = None
+        if journal_dir is not None:
+            self.book = open_journal(journal_dir, sync)
+            saving.replay(self.registry, self.book.load())
+            self.book.rewrite(saving.snapshot(self.registry))
+            log.info("bunqueue: %d jobs from the journal", len(self.registry))
+
+    def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
+        return Session(sid, sock, backend, b.BunqueueParser())
+
+    def internal_error(self) -> bytes:
+        return b.error("Internal server error")
+
+    def next_task(self, s: Session) -> Task | None:
+        cmd = s.parser.next_command()
+        if cmd is None:
+            return None
+        return commands.task_of(self, s, cmd)
+
+    # ------------------------------------------------------------------ the registry's ends
+
+    def save(self, *jobs: BqJob) -> None:
+        """Journal the jobs' state (a disk error is logged: they go on in memory)."""
+        self.write([saving.saved(j) for j in jobs])
+
+    def write(self, records: list[Record]) -> None:
+        if self.book is None:
+            return
+        try:
+            self.book.append_many(records)
+        except OSError as e:
+            log.error("bunqueue journal: %s", e)
+
+    def forget(self, j: BqJob) -> None:
+        self.registry.drop(j)
+        self.write([Dropped(j.id)])
+        self.notify(j.id)
+
+    def set_paused(self, queue: str, paused: bool) -> None:
+        (self.registry.paused.add if paused else self.registry.paused.discard)(queue)
+        self.write([Paused(queue, paused)])
+        if not paused:
+            for s in list(self.pullers):
+                self.wake(s)
+
+    def notify(self, ident: str) -> None:
+        for s in list(self.waiters.get(ident, ())):
+            self.wake(s)
+
+    def unwait(self, ident: str, s: Session) -> None:
+        waiting = self.waiters.get(ident)
+        if waiting is not None:
+            waiting.discard(s)
+            if not waiting:
+                del self.waiters[ident]
+
+    def emit(self, event: str, j: BqJob, **extra: Any) -> None:
+        """A job event to every subscriber (a frame with no reqId)."""
+        if not self.subscribers:
+            return
+        body = {"eventType": event, "queue": j.queue, "jobId": j.id, "timestamp": now_ms()}
+        data = b.frame({"type": "event", "event": {**body, **b.safe(extra)}})
+        for s in list(self.subscribers.values()):
+            self.answer(s, data)
+            self.flush(s)
+
+    def closed(self, s: Session) -> None:
+        self.authed.discard(s.id)
+        self.subscribers.pop(s.id, None)
+        self.pullers.discard(s)
+        if s is self.janitor:
+            self.janitor = None
+            self.registry.ready += self.janitor_work  # its connection went midway
+            self.janitor_work = []
+        given = self.registry.given_back(s.id)
+        if given:  # the janitor puts them back (and a waiting PULL gets them)
+            self.save(*given)
+
+    def unsynced(self) -> bool:
+        return self.book is not None and self.book.dirty
+
+    def sync(self) -> None:
+        if self.book is not None:
+            self.book.sync_now()
+
+    # ------------------------------------------------------------------ the janitor
+
+    def housekeeping(self) -> None:
+        if self.book is not None and self.book.wants_rewrite(self.registry.bytes):
+            try:
+                self.book.rewrite(saving.snapshot(self.registry))
+            except OSError as e:
+                log.error("bunqueue journal: cannot rewrite: %s", e)
+        due = self.registry.next_due()
+        if due is None or due > now_ms():
+            return
+        if self.janitor is None:
+            self.janitor = self.internal_session()
+            if self.janitor is None:
+                return
+        if self.janitor.task is None:
+            self.start(self.janitor, commands.housekeeping(self, self.janitor))
+
+    def next_due(self) -> float | None:
+        due = self.registry.next_due()
+        return None if due is None else (due - now_ms()) / 1000
+
+
+def main(
+    listen_fd: int,
+    backend_path: str,
+    max_output_bytes: int,
+    journal_dir: str | None,
+    sync: bool,
+    max_memory: int,
+    gate: Gate | None = None,
+) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
+    front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+    front.gate = gate or front.gate
+    front.serve_forever()

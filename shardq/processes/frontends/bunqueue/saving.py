@@ -1,0 +1,87 @@
+"""A bunqueue job as a journal record and back (storage/bunqueue_journal.py), and the
+registry rebuilt from the journal: jobs that were active when the process ended go back
+to their queue (their connections are gone, as after a disconnect)."""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from typing import Any
+
+from shardq.processes.frontends.bunqueue.registry import (
+    ACTIVE,
+    DELAY,
+    DELAYED,
+    WAITING,
+    BqJob,
+    Registry,
+)
+from shardq.protocol.bunqueue_args import JobSpec
+from shardq.storage.bunqueue_journal import Paused, Record, Saved
+
+#: BqJob fields kept (the rest is the session that holds it, and its lock)
+KEPT = [
+    "queue",
+    "name",
+    "data",
+    "created",
+    "run_at",
+    "state",
+    "job",
+    "attempts",
+    "started",
+    "completed",
+    "stall_count",
+    "progress",
+    "progress_message",
+    "stacktrace",
+    "result",
+    "failed_reason",
+    "children",
+    "waiting_for",
+    "history",
+    "entered_dlq",
+]
+
+
+def saved(j: BqJob) -> Saved:
+    fields = {name: getattr(j, name) for name in KEPT}
+    fields["opts"] = dataclasses.asdict(j.opts)
+    return Saved(j.id, fields)
+
+
+def restored(ident: str, fields: dict[str, Any]) -> BqJob:
+    opts = JobSpec(**fields.pop("opts"))
+    j = BqJob(ident, fields["queue"], fields["name"], fields["data"], 0.0, 0.0, opts)
+    for name in KEPT:
+        if name in fields:
+            setattr(j, name, fields[name])
+    return j
+
+
+def snapshot(reg: Registry) -> list[Record]:
+    out: list[Record] = [saved(j) for j in reg.jobs.values()]
+    out += [Paused(name, True) for name in sorted(reg.paused)]
+    return out
+
+
+def replay(reg: Registry, records: list[Record]) -> None:
+    for rec in records:
+        if isinstance(rec, Paused):
+            (reg.paused.add if rec.paused else reg.paused.discard)(rec.queue)
+            continue
+        old = reg.jobs.get(rec.id)
+        if old is not None:
+            reg.drop(old)
+        if isinstance(rec, Saved):
+            reg.index(restored(rec.id, dict(rec.fields)))
+    for j in reg.jobs.values():
+        if j.job:
+            reg.by_job[j.job] = j.id
+        if j.state == ACTIVE:  # its connection is gone
+            j.state = WAITING
+            j.job = 0
+        if j.state == DELAYED:
+            heapq.heappush(reg.timers, (j.run_at, DELAY, j.id))
+        elif j.state == WAITING and not j.job:
+            reg.ready.append(j)

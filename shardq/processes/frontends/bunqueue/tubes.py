@@ -1,0 +1,146 @@
+"""A bunqueue job in its queue's tube, as beanstalk operations on a session's private
+connection: putting jobs (one round trip for many), taking reserved jobs (pulled:
+journaled, then deleted from the tube: the lease is the front-end's own), taking a job out
+of its tube (Cancel, Drain), and adopting a job put through the beanstalk door.
+
+What a tube holds of a job: its data as JSON, at beanstalk priority `PRI_BASE - priority`
+(bunqueue's highest first), with a TTR of its `timeout` (60 s without one) for a beanstalk
+worker that reserves it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from shardq.processes.frontends.beanstalk import Result, line, put_line, use_lines, yaml_map
+from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
+from shardq.processes.frontends.session import Send, Session, Sleep
+from shardq.protocol.bunqueue_args import JobSpec, queue_of, tube_of
+from shardq.protocol.reader import Reply
+
+if TYPE_CHECKING:
+    from .loop import Frontend
+
+PRI_BASE = 1 << 31
+DEFAULT_TTR_S = 60
+
+
+def body_of(j: BqJob) -> bytes:
+    return json.dumps(j.data, separators=(",", ":")).encode()
+
+
+def put_of(j: BqJob) -> bytes:
+    ttr = -(-j.opts.timeout // 1000) if j.opts.timeout else DEFAULT_TTR_S
+    return put_line(PRI_BASE - j.opts.priority, 0, max(1, ttr), body_of(j))
+
+
+def putting(front: Frontend, lines: tuple[bytes, ...]) -> Result:
+    """Send puts (and the lines before them); while their answers are under way a pull
+    may already have a job: `known_job` waits for every such put."""
+    mark = next(front.put_tokens)
+    front.puts_in_flight.add(mark)
+    try:
+        return (yield Send(lines))
+    finally:
+        front.puts_in_flight.discard(mark)
+
+
+def put_jobs(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
+    """Put each job in its tube (one round trip): the beanstalk answers, one a job."""
+    lines: list[bytes] = []
+    ends: list[int] = []
+    for j in jobs:
+        lines += (*use_lines(s, tube_of(j.queue)), put_of(j))
+        ends.append(len(lines) - 1)
+    replies = (yield from putting(front, tuple(lines))) if lines else []
+    answers: list[Reply] = [replies[at] for at in ends]
+    for j, reply in zip(jobs, answers, strict=True):
+        if reply.name == b"INSERTED":
+            front.registry.queued(j, reply.number())
+    return answers
+
+
+def requeue(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
+    """Jobs ready again (released, retried, revived, their parents done): in their tubes."""
+    jobs = [j for j in jobs if front.registry.get(j.id) is j and j.state == WAITING and not j.job]
+    answers = yield from put_jobs(front, s, jobs)
+    for j, reply in zip(jobs, answers, strict=True):
+        if reply.name != b"INSERTED":  # the server is full: it fails
+            front.registry.bury(j, now_ms())
+    front.save(*jobs)
+
+
+def now_ms() -> float:
+    return time.time_ns() / 1_000_000
+
+
+def known_job(front: Frontend, job: int) -> Result:
+    """The id of reserved beanstalk job `job` (None: a job put through beanstalk). Its put
+    may be one of ours whose answer has not been read yet: wait for those first."""
+    waiting = set(front.puts_in_flight)
+    while front.registry.by_job.get(job) is None and waiting & front.puts_in_flight:
+        yield Sleep(0.0005)
+    return front.registry.by_job.get(job)
+
+
+def retire(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
+    """Take the jobs out of their tubes (those that wait there); a pull under way that
+    reserved one deletes it instead of serving it."""
+    ids = [job for j in jobs if (job := front.registry.unqueue(j))]
+    if not ids:
+        return
+    front.retired.update(ids)
+    replies = yield Send(tuple(line("delete", job) for job in ids))
+    for job, reply in zip(ids, replies, strict=True):
+        if reply.name == b"DELETED":
+            front.retired.discard(job)
+
+
+def adopt(front: Frontend, job: int, body: bytes, stats: dict[str, str], now: float) -> BqJob:
+    """A job put through the beanstalk door, pulled through bunqueue's: a bunqueue job
+    whose data is its body as JSON (else the body as a string), named ``default``."""
+    text = body.decode(errors="replace")
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        data = text
+    queue = queue_of(stats.get("tube", "default"))
+    spec = JobSpec("default", data, custom_id=str(uuid.uuid4()))
+    j = front.registry.add(queue, spec, now)
+    j.opts.custom_id = None
+    front.registry.by_custom.pop(j.id, None)
+    return j
+
+
+def take(
+    front: Frontend, s: Session, replies: list[Reply], owner: Any, lock_ttl: int, now: float
+) -> Result:
+    """The reserved jobs pulled: each journaled active, then deleted from its tube (a crash
+    in between gives it back to the tube too: pulled twice at worst, never lost)."""
+    pulled: list[BqJob] = []
+    deletes: list[bytes] = []
+    for reply in replies:
+        job, body = reply.number(), reply.body or b""
+        ident = yield from known_job(front, job)
+        deletes.append(line("delete", job))
+        if job in front.retired:  # cancelled or drained while this pull was under way
+            front.retired.discard(job)
+            continue
+        if ident is None:
+            stats = yield Send((line("stats-job", job),))
+            j = adopt(front, job, body, yaml_map(stats[0].body), now)
+        elif (found := front.registry.get(ident)) is not None and found.state == WAITING:
+            j = found
+        else:
+            continue
+        front.registry.pull(j, s.id, owner or None, lock_ttl, now)
+        pulled.append(j)
+    front.save(*pulled)
+    if deletes:
+        yield Send(tuple(deletes))
+    for j in pulled:
+        front.emit("pulled", j)
+    return pulled
