@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime clean
+.PHONY: run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime bunqueue clean
 
 run: venv bytecode
 	$(BIN)/shardq serve --config config/shardq.yaml
@@ -18,7 +18,7 @@ run: venv bytecode
 # Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: test-venv bytecode beanstalkd java strace chromium clients
+test: test-venv bytecode beanstalkd java strace chromium clients bunqueue
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -105,6 +105,20 @@ node-runtime:
 
 $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json | node-runtime
 	cd $(NODE_DIR) && npm ci --prefer-offline --no-audit --no-fund
+	touch $@
+
+# The bunqueue tests (tests/integration/test_bunqueue_*.py) run the real bunqueue 2.9.5
+# server and its TS SDK under Bun 1.4.5, both from npm, pinned by
+# tests/bunqueue/sdk/package-lock.json into its git-ignored node_modules (Bun arrives as an
+# npm package; `npm ci` again only when package.json or the lock file changes). Its Python
+# SDK, bunqueue-client, is in the `test` extra.
+BUNQUEUE_DIR := tests/bunqueue/sdk
+BUNQUEUE_STAMP := $(BUNQUEUE_DIR)/node_modules/.installed
+
+bunqueue: $(BUNQUEUE_STAMP)
+
+$(BUNQUEUE_STAMP): $(BUNQUEUE_DIR)/package.json $(BUNQUEUE_DIR)/package-lock.json | node-runtime
+	cd $(BUNQUEUE_DIR) && npm ci --prefer-offline --no-audit --no-fund
 	touch $@
 
 lint: test-venv
