@@ -63,6 +63,7 @@ YAML layout::
     bunqueue:
       listen: 127.0.0.1    # the bunqueue (MessagePack over TCP) front-end's address
       port: null           # null -> no bunqueue front-end; bunqueue's own port is 6789; 0 -> any
+      tokens: []           # [] -> no Auth needed; else a client must Auth with one of these
     tubes:                 # per-tube policies (config/tubes.py, engine/policy.py); reloadable
       defaults: {max_jobs: 0, max_bytes: 0, discard_old: false, max_reserves: 0, max_timeouts: 0,
                  max_age: 0, max_reserved: 0, reserve_rate: 0}   # max_age: seconds;
@@ -109,6 +110,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _seconds,
     _shards,
     _stats_yaml,
+    _tokens,
     _user,
     _word,
     split_host_port,
@@ -181,6 +183,7 @@ class Config:
     workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
     bunqueue_listen: str = "127.0.0.1"  # --bunqueue-listen ADDR; the bunqueue front-end's address
     bunqueue_port: int | None = None  # --bunqueue-port PORT; None = no bunqueue front-end; 0 = any
+    bunqueue_tokens: tuple[str, ...] = ()  # Auth's tokens; none: no Auth needed (no flag)
     #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
     tubes: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
@@ -229,6 +232,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "workq_port": ("workq.port", _port_or_null),
     "bunqueue_listen": ("bunqueue.listen", _word),
     "bunqueue_port": ("bunqueue.port", _port_or_null),
+    "bunqueue_tokens": ("bunqueue.tokens", _tokens),
     "tubes": ("tubes", tube_policies),
 }
 #: YAML keys that hold a mapping of sub-keys ("wal: {dir: ...}" -> "wal.dir").

@@ -131,6 +131,16 @@ def _networks(where: str, value: Any, from_flag: bool) -> tuple[str, ...]:
     return tuple(networks)
 
 
+def _tokens(where: str, value: Any, from_flag: bool) -> tuple[str, ...]:
+    """A list of non-empty strings (bunqueue.tokens: what Auth accepts), or one."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(
+        isinstance(item, str) and item for item in items
+    ):
+        raise ConfigError(where, f"must be a list of non-empty strings, got {value!r}")
+    return tuple(items)
+
+
 def _seconds(where: str, value: Any, from_flag: bool) -> float:
     """A duration in seconds: a number above 0, at most an hour (tls.handshake_timeout)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:

@@ -72,12 +72,13 @@ def real_bunqueue_fixture(tmp_path: Path) -> Iterator[Callable[..., int]]:
         skip_or_fail(INSTALL_HINT)
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(*extra: str) -> int:
+    def start(*extra: str, env: dict[str, str] | None = None) -> int:
         port, http = free_port(), free_port()
         argv = [str(BIN_DIR / "bunqueue"), "start", "--host", "127.0.0.1"]
         argv += ["--tcp-port", str(port), "--http-port", str(http), *extra]
         log = open(tmp_path / f"bunqueue-{port}.log", "wb")  # noqa: SIM115 (the process's)
-        proc = subprocess.Popen(argv, cwd=SDK_DIR, env=sdk_env(), stdout=log, stderr=log)
+        environ = {**sdk_env(), **(env or {})}
+        proc = subprocess.Popen(argv, cwd=SDK_DIR, env=environ, stdout=log, stderr=log)
         log.close()
         procs.append(proc)
 

@@ -30,6 +30,7 @@ import argparse
 import ctypes
 import functools
 import gc
+import json
 import logging
 import os
 import resource
@@ -218,6 +219,7 @@ def parser() -> argparse.ArgumentParser:
     bunqueue.add_argument("--journal-dir", help="keep the bunqueue journal here (the -b directory)")
     bunqueue.add_argument("--sync-journal", action="store_true", help="fsync before answering")
     bunqueue.add_argument("--max-memory", type=int, default=0, help="the registry's bound")
+    bunqueue.add_argument("--auth-tokens", default="[]", help="Auth's tokens, a JSON list")
     return top
 
 
@@ -340,6 +342,7 @@ def run_bunqueue(args: argparse.Namespace) -> None:
         args.sync_journal,
         args.max_memory,
         door_gate(args),
+        frozenset(json.loads(args.auth_tokens)),
     )
 
 

@@ -281,6 +281,7 @@ def bunqueue_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
         "bunqueue",
         listen_fd=listen_fd,
         backend=os.path.join(run_dir, PRIVATE_SOCKET),
+        auth_tokens=json.dumps(list(cfg.bunqueue_tokens)) if cfg.bunqueue_tokens else None,
         journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
         max_memory=cfg.max_memory,

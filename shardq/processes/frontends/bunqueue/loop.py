@@ -174,10 +174,14 @@ def main(
     sync: bool,
     max_memory: int,
     gate: Gate | None = None,
+    tokens: frozenset[str] = frozenset(),
 ) -> None:
-    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text);
+    `tokens`: what Auth accepts (none: no Auth needed)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+    front = Frontend(
+        listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory, tokens
+    )
     front.gate = gate or front.gate
     front.serve_forever()
