@@ -12,6 +12,7 @@ import contextlib
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import time
@@ -20,10 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgpack
 import pytest
 from helpers import REPO_ROOT, make_cert, poll_for
 
 from shardq.bench.procs import (
+    bunqueue_port,
     kestrel_port,
     kill_group,
     kill_pids,
@@ -38,8 +41,28 @@ from shardq.bench.procs import (
 ELSEWHERE = "127.0.0.1"  # outside the allow-lists below
 ALLOWED = "127.0.0.2"  # loopback has all of 127/8: a client can pick its source
 ALLOW = ("--allow", "10.0.0.0/8", "--allow", f"{ALLOWED}/32")
-DOORS = {"kestrel": "--kestrel-port", "workq": "--workq-port", "metrics": "--metrics"}
-PORT_OF = {"kestrel": kestrel_port, "workq": workq_port, "metrics": metrics_port}
+DOORS = {
+    "kestrel": "--kestrel-port",
+    "workq": "--workq-port",
+    "bunqueue": "--bunqueue-port",
+    "metrics": "--metrics",
+}
+PORT_OF = {
+    "kestrel": kestrel_port,
+    "workq": workq_port,
+    "bunqueue": bunqueue_port,
+    "metrics": metrics_port,
+}
+
+
+def frame(msg: dict[str, object]) -> bytes:
+    body = msgpack.packb(msg)
+    return struct.pack(">I", len(body)) + body
+
+
+#: a bunqueue PUSH, and how its answer starts ({ok: true, id: <a 36-character UUID>, ...})
+BUNQUEUE_PUSH = frame({"cmd": "PUSH", "queue": "q", "data": {}, "reqId": "d"})
+BUNQUEUE_PUSHED = frame({"ok": True, "id": "u" * 36, "reqId": "d"})[:9]
 
 
 def hello(door: str) -> tuple[bytes, bytes]:
@@ -48,6 +71,7 @@ def hello(door: str) -> tuple[bytes, bytes]:
         "beanstalk": (b"put 0 0 60 1\r\nx\r\n", b"INSERTED"),
         "kestrel": (b"version\r\n", b"VERSION"),
         "workq": (f"add {uuid.uuid4()} q 1000 60000 1\r\nx\r\n".encode(), b"+OK"),
+        "bunqueue": (BUNQUEUE_PUSH, BUNQUEUE_PUSHED),
         "metrics": (b"GET /health HTTP/1.0\r\n\r\n", b"HTTP/1.0 200"),
     }[door]
 
@@ -121,8 +145,8 @@ def served(server: Server, door: str, source: str) -> bool:
 
 
 def test_every_door_closes_clients_from_elsewhere(doors) -> None:
-    server = doors(("kestrel", "workq", "metrics"), ALLOW)
-    for door in ("beanstalk", "kestrel", "workq", "metrics"):
+    server = doors(("kestrel", "workq", "bunqueue", "metrics"), ALLOW)
+    for door in ("beanstalk", "kestrel", "workq", "bunqueue", "metrics"):
         assert not served(server, door, ELSEWHERE), door
         assert served(server, door, ALLOWED), door
 
@@ -141,7 +165,7 @@ def test_a_sighup_takes_a_new_allow_list_to_every_door(doors, tmp_path: Path) ->
         assert served(server, door, ALLOWED), door
 
 
-@pytest.mark.parametrize("door", ["kestrel", "workq"])
+@pytest.mark.parametrize("door", ["kestrel", "workq", "bunqueue"])
 def test_a_front_end_door_closes_clients_past_max_connections(doors, door: str) -> None:
     """Before, the third was let in, and told the server was unavailable when it asked."""
     server = doors((door,), ("--max-connections", "2"))
@@ -188,7 +212,11 @@ def test_commands_through_tls_front_end_doors_reach_the_server(doors, certs) -> 
     """With tls.* set, the front-ends' own plain connections to the serving process (through
     the run directory) are served as plain ones: Kestrel and Workq commands work."""
     cert, key = certs
-    server = doors(("kestrel", "workq"), ("--tls-cert", str(cert), "--tls-key", str(key)))
+    server = doors(
+        ("kestrel", "workq", "bunqueue"), ("--tls-cert", str(cert), "--tls-key", str(key))
+    )
+    request, expected = hello("bunqueue")
+    assert tls_answer(server.ports["bunqueue"], cert, request).startswith(expected)
     kestrel = tls_answer(server.ports["kestrel"], cert, b"set t 0 0 2\r\nhi\r\n")
     assert kestrel == b"STORED\r\n"
     request, expected = hello("workq")
