@@ -44,7 +44,7 @@ YAML layout::
       level: null          # debug | info | warning | error; null -> from -V (warning, info, debug)
       format: text         # text (one line) | json (one object a line)
     tls:
-      cert: null           # PEM certificate (chain); with key: TLS on beanstalk, Kestrel, Workq, bunqueue
+      cert: null           # PEM certificate (chain); with key: TLS on every client port
       key: null            # PEM private key
       client_ca: null      # PEM CA: clients must show a certificate it signed (mutual TLS)
       handshake_timeout: 5 # seconds a client has to finish its TLS handshake

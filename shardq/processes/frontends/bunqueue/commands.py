@@ -139,9 +139,11 @@ def acked(front: Frontend, j: BqJob, result: Any, remove: bool) -> list[BqJob]:
     front.emit("completed", j, returnvalue=j.result)
     if remove or j.opts.remove_on_complete:
         front.forget(j)
-    else:
-        front.save(j)
-        front.notify(j.id)
+        return ready
+    front.save(j)
+    front.notify(j.id)
+    for old in front.registry.kept(j):
+        front.forget(old)
     return ready
 
 

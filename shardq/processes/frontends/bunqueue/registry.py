@@ -14,6 +14,7 @@ import heapq
 import os
 import random
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ MAX_BACKOFF_MS = 3_600_000
 #: what a job costs in memory beyond its data and result (its record, its indexes)
 JOB_OVERHEAD_BYTES = 700
 DELAY, LOCK = 0, 1  #: timer kinds
+#: completed jobs kept (their results), oldest dropped first (bunqueue's maxCompletedJobs)
+MAX_COMPLETED = 50_000
 
 
 class BadStep(Exception):
@@ -136,6 +139,8 @@ class Registry:
         #: jobs ready with no tube entry (released, retried, revived): the janitor puts them
         self.ready: list[BqJob] = []
         self.totals = {"pushed": 0, "pulled": 0, "completed": 0, "failed": 0}
+        self.completed: deque[str] = deque()  # completed jobs' ids, oldest first
+        self.max_completed = MAX_COMPLETED
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -259,6 +264,16 @@ class Registry:
         self.free_key(j)
         self.totals["completed"] += 1
         return self.release_children(j)
+
+    def kept(self, j: BqJob) -> list[BqJob]:
+        """A completed job is kept: the oldest completed ones past `max_completed`, to drop."""
+        self.completed.append(j.id)
+        out = []
+        while len(self.completed) > self.max_completed:
+            old = self.jobs.get(self.completed.popleft())
+            if old is not None and old.state == COMPLETED:
+                out.append(old)
+        return out
 
     def release_children(self, j: BqJob) -> list[BqJob]:
         ready = []

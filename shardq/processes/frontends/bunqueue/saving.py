@@ -10,6 +10,7 @@ from typing import Any
 
 from shardq.processes.frontends.bunqueue.registry import (
     ACTIVE,
+    COMPLETED,
     DELAY,
     DELAYED,
     WAITING,
@@ -59,6 +60,10 @@ def restored(ident: str, fields: dict[str, Any]) -> BqJob:
     return j
 
 
+def completed_at(j: BqJob) -> float:
+    return j.completed or 0.0
+
+
 def snapshot(reg: Registry) -> list[Record]:
     out: list[Record] = [saved(j) for j in reg.jobs.values()]
     out += [Paused(name, True) for name in sorted(reg.paused)]
@@ -75,6 +80,8 @@ def replay(reg: Registry, records: list[Record]) -> None:
             reg.drop(old)
         if isinstance(rec, Saved):
             reg.index(restored(rec.id, dict(rec.fields)))
+    done = sorted((j for j in reg.jobs.values() if j.state == COMPLETED), key=completed_at)
+    reg.completed.extend(j.id for j in done)
     for j in reg.jobs.values():
         if j.job:
             reg.by_job[j.job] = j.id
