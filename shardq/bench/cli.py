@@ -108,10 +108,19 @@ def bench(
         str,
         typer.Option(
             "--protocol",
-            help="beanstalk, or kestrel / workq: -w put or reserve through shardq's Kestrel or "
-            "Workq port (--port).",
+            help="beanstalk, or kestrel / workq / bunqueue: -w put or reserve through shardq's "
+            "Kestrel, Workq or bunqueue port (--port; bunqueue: a real bunqueue's too).",
         ),
     ] = "beanstalk",
+    batch: Annotated[
+        int,
+        typer.Option(
+            "--batch",
+            min=1,
+            max=1000,
+            help="--protocol bunqueue: jobs a request (1: PUSH, PULL+ACK; N: PUSHB, PULLB+ACKB).",
+        ),
+    ] = 1,
     verbose: Verbose = 0,
 ) -> None:
     _setup_logging(verbose)
@@ -147,6 +156,8 @@ def bench(
     except OSError as e:
         typer.echo(f"shardq bench: {e}", err=True)
         raise typer.Exit(1) from None
+    if protocol == "bunqueue":
+        _bunqueue_door(spec, batch, as_json)
     if protocol != "beanstalk":
         _other_door(spec, protocol, as_json)
     try:
@@ -158,6 +169,19 @@ def bench(
     result["cleanup"] = _clean_up(spec, keep)
     typer.echo(json.dumps(result, indent=2) if as_json else format_result(result))
     raise typer.Exit(1 if result["errors"] else 0)
+
+
+def _bunqueue_door(spec: Spec, batch: int, as_json: bool) -> None:
+    """A push or pull+ack load through a bunqueue door (bench/bunqueue_load.py)."""
+    from shardq.bench.bunqueue_load import format_bunqueue_result, run_bunqueue
+
+    try:
+        result = run_bunqueue(spec, batch)
+    except (OSError, RuntimeError) as e:
+        typer.echo(f"shardq bench: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(result, indent=2) if as_json else format_bunqueue_result(result))
+    raise typer.Exit(0)
 
 
 def _other_door(spec: Spec, protocol: str, as_json: bool) -> None:

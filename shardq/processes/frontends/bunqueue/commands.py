@@ -5,25 +5,20 @@ refused request (`BadRequest`) into bunqueue's error reply."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.processes.frontends.beanstalk import Result, line, reserve_within, watch_lines
-from shardq.processes.frontends.bunqueue import admin, query
+from shardq.processes.frontends.beanstalk import Result
+from shardq.processes.frontends.bunqueue import admin, pulls, query
 from shardq.processes.frontends.bunqueue.registry import ACTIVE, WAITING, BqJob
-from shardq.processes.frontends.bunqueue.render import job_record
-from shardq.processes.frontends.bunqueue.tubes import now_ms, put_jobs, requeue, retire, take
-from shardq.processes.frontends.session import Send, Session, Sleep, Task, answer_invalid
+from shardq.processes.frontends.bunqueue.tubes import now_ms, put_jobs, requeue, retire
+from shardq.processes.frontends.session import Session, Task, answer_invalid, gather
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
 from shardq.protocol.inbuf import Invalid
 
 if TYPE_CHECKING:
     from .loop import Frontend
-
-#: reserves sent at once for the rest of a PULLB (after its first job)
-MORE_AT_ONCE = 64
 
 
 def refused(reply: Any) -> str:
@@ -32,104 +27,88 @@ def refused(reply: Any) -> str:
     return " ".join(w.decode(errors="replace") for w in reply.words).lower()
 
 
-def push_jobs(front: Frontend, s: Session, queue: str, specs: list[a.JobSpec]) -> Result:
-    """Jobs pushed: the id of each (a repeat's: the existing one), in order; their puts in
-    one round trip and their records in one journal write. An error refuses them all."""
+#: what a push gives: the job's id, or why it is refused
+Pushed = str | a.BadRequest
+
+
+def missing_parent(front: Frontend, spec: a.JobSpec, batch_ids: set[str]) -> str | None:
+    for dep in spec.depends_on:
+        if front.registry.get(dep) is None and dep not in batch_ids:
+            return f"Dependency job not found: {dep}"
+    return None
+
+
+def push_jobs(front: Frontend, s: Session, items: list[tuple[str, a.JobSpec]]) -> Result:
+    """Jobs pushed (queue, spec): what each gives (a repeat: the existing job's id), in
+    order, and the jobs made; their puts in one round trip and their records in one journal
+    write."""
     reg = front.registry
-    for spec in specs:
-        for dep in spec.depends_on:
-            if reg.get(dep) is None and dep not in {x.custom_id for x in specs}:
-                raise a.BadRequest(f"Dependency job not found: {dep}")
-    if front.max_memory and reg.bytes + sum(len(repr(x.data)) for x in specs) > front.max_memory:
-        raise a.BadRequest("Queue is full")
     now = now_ms()
-    ids: list[str] = []
-    new: list[BqJob] = []
-    for spec in specs:
-        old = reg.duplicate(queue, spec)
-        if old is not None:
-            ids.append(old.id)
-            continue
-        j = reg.add(queue, spec, now)
-        ids.append(j.id)
-        new.append(j)
-    ready = [j for j in new if j.state == WAITING]
-    answers = yield from put_jobs(front, s, ready)
-    for reply in answers:
+    batch_ids = {spec.custom_id for _, spec in items if spec.custom_id}
+    out: list[Pushed] = []
+    new: list[tuple[int, BqJob]] = []
+    room = front.max_memory - reg.bytes if front.max_memory else None
+    for queue, spec in items:
+        problem = missing_parent(front, spec, batch_ids)
+        if room is not None:
+            room -= len(repr(spec.data))
+            problem = problem or ("Queue is full" if room < 0 else None)
+        if problem:
+            out.append(a.BadRequest(problem))
+        elif (old := reg.duplicate(queue, spec)) is not None:
+            out.append(old.id)
+        else:
+            j = reg.add(queue, spec, now)
+            new.append((len(out), j))
+            out.append(j.id)
+    ready = [(at, j) for at, j in new if j.state == WAITING]
+    answers = yield from put_jobs(front, s, [j for _, j in ready])
+    for (at, j), reply in zip(ready, answers, strict=True):
         if reply.name != b"INSERTED":
-            for gone in new:
-                reg.drop(gone)
-            yield from retire(front, s, new)
-            raise a.BadRequest(refused(reply))
-    front.save(*new)
-    return ids
+            reg.drop(j)
+            out[at] = a.BadRequest(refused(reply))
+    made = [j for _, j in new if reg.get(j.id) is j]
+    front.save(*made)
+    return out, made
+
+
+def do_pushes(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
+    """Pipelined PUSHes, pushed together; each answered in order."""
+    items: list[tuple[str, a.JobSpec]] = []
+    where: list[int | a.BadRequest] = []
+    for req in reqs:
+        try:
+            items.append((a.queue(req.args), a.job_spec(req.args, "jobId")))
+            where.append(len(items) - 1)
+        except a.BadRequest as e:
+            where.append(e)
+    pushed, _ = (yield from push_jobs(front, s, items)) if items else ([], [])
+    out = []
+    for req, at in zip(reqs, where, strict=True):
+        got = at if isinstance(at, a.BadRequest) else pushed[at]
+        if isinstance(got, a.BadRequest):
+            out.append(b.error(str(got), req.req_id))
+        else:
+            out.append(b.ok(req.req_id, id=got))
+    return b"".join(out)
 
 
 def do_push(front: Frontend, s: Session, req: b.Request) -> Task:
-    queue = a.queue(req.args)
-    ids = yield from push_jobs(front, s, queue, [a.job_spec(req.args, "jobId")])
-    return b.ok(req.req_id, id=ids[0])
+    return (yield from do_pushes(front, s, [req]))
 
 
 def do_pushb(front: Frontend, s: Session, req: b.Request) -> Task:
+    """A batch: all its jobs or (any refused) none."""
     queue = a.queue(req.args)
-    ids = yield from push_jobs(front, s, queue, a.batch_specs(req.args.get("jobs")))
-    return b.ok(req.req_id, ids=ids)
-
-
-def pull(front: Frontend, s: Session, req: b.Request, count: int) -> Result:
-    """Up to `count` jobs of the queue, waiting up to `timeout` ms for the first."""
-    queue = a.queue(req.args)
-    wait = a.wait_ms(req.args)
-    owner = req.get("owner")
-    lock_ttl = int(a.number(req.get("lockTtl"), "lockTtl") or a.DEFAULT_LOCK_TTL)
-    deadline = time.monotonic() + wait / 1000
-    jobs: list[BqJob] = []
-    front.pullers.add(s)
-    try:
-        while not jobs:
-            left = deadline - time.monotonic()
-            if queue in front.registry.paused:
-                if left <= 0:
-                    break
-                yield Sleep(left)
-                continue
-            before = watch_lines(s, (a.tube_of(queue),))  # (sent with the reserve)
-            first = yield from reserve_within(s, deadline, before)
-            if first is None:
-                break
-            if first.name != b"RESERVED":
-                raise a.BadRequest(refused(first))
-            reserved = [first]
-            while len(reserved) < count:
-                n = min(MORE_AT_ONCE, count - len(reserved))
-                more = yield Send((line("reserve-with-timeout", 0),) * n)
-                got = [r for r in more if r.name == b"RESERVED"]
-                reserved += got
-                if len(got) < n:
-                    break
-            jobs = yield from take(front, s, reserved, owner, lock_ttl, now_ms())
-            if time.monotonic() >= deadline:
-                break
-    finally:
-        front.pullers.discard(s)
-    return jobs
-
-
-def do_pull(front: Frontend, s: Session, req: b.Request) -> Task:
-    jobs = yield from pull(front, s, req, 1)
-    job = job_record(jobs[0]) if jobs else None
-    if req.get("owner"):
-        return b.ok(req.req_id, job=job, token=jobs[0].token if jobs else None)
-    return b.ok(req.req_id, job=job)
-
-
-def do_pullb(front: Frontend, s: Session, req: b.Request) -> Task:
-    jobs = yield from pull(front, s, req, a.pull_count(req.args))
-    records = [job_record(j) for j in jobs]
-    if req.get("owner"):
-        return b.ok(req.req_id, jobs=records, tokens=[j.token for j in jobs])
-    return b.ok(req.req_id, jobs=records)
+    specs = a.batch_specs(req.args.get("jobs"))
+    pushed, made = yield from push_jobs(front, s, [(queue, spec) for spec in specs])
+    problem = next((p for p in pushed if isinstance(p, a.BadRequest)), None)
+    if problem is not None:
+        yield from retire(front, s, made)
+        for j in made:
+            front.forget(j)
+        raise problem
+    return b.ok(req.req_id, ids=pushed)
 
 
 def acked(front: Frontend, j: BqJob, result: Any, remove: bool) -> list[BqJob]:
@@ -256,8 +235,8 @@ Handler = Callable[["Frontend", Session, b.Request], Task]
 HANDLERS: dict[str, Handler] = {
     "PUSH": do_push,
     "PUSHB": do_pushb,
-    "PULL": do_pull,
-    "PULLB": do_pullb,
+    "PULL": pulls.do_pull,
+    "PULLB": pulls.do_pull,
     "ACK": do_ack,
     "ACKB": do_ackb,
     "FAIL": do_fail,
@@ -268,10 +247,32 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+def read_command(s: Session) -> b.Request | Invalid | None:
+    cmd, s.held = s.held or s.parser.next_command(), None
+    return cmd
+
+
+def is_push(cmd: object) -> bool:
+    return isinstance(cmd, b.Request) and cmd.cmd == "PUSH"
+
+
 def task_of(front: Frontend, s: Session, cmd: b.Request | Invalid) -> Task:
+    """The task of a command, and of those pipelined after it that go with it (PUSHes;
+    pulls that do not wait, of one queue)."""
     if isinstance(cmd, Invalid):
         return answer_invalid(front, s, cmd)
-    return run(front, s, cmd)
+    if front.tokens and s.id not in front.authed or cmd.cmd not in ("PUSH", "PULL", "PULLB"):
+        return run(front, s, cmd)
+    if cmd.cmd == "PUSH":
+        return do_pushes(front, s, gather(s, cmd, is_push, read_command))
+    if cmd.args.get("timeout") or not isinstance(cmd.args.get("queue"), str):
+        return run(front, s, cmd)
+    queue = cmd.args["queue"]
+
+    def same_queue(other: object) -> bool:
+        return pulls.is_quick_pull(other, queue)
+
+    return pulls.quick_pulls(front, s, gather(s, cmd, same_queue, read_command))
 
 
 def run(front: Frontend, s: Session, req: b.Request) -> Task:

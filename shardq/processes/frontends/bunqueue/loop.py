@@ -72,7 +72,7 @@ class Frontend(FrontendLoop):
         return b.error("Internal server error")
 
     def next_task(self, s: Session) -> Task | None:
-        cmd = s.parser.next_command()
+        cmd = commands.read_command(s)
         if cmd is None:
             return None
         return commands.task_of(self, s, cmd)

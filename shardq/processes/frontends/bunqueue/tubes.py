@@ -115,17 +115,23 @@ def adopt(front: Frontend, job: int, body: bytes, stats: dict[str, str], now: fl
     return j
 
 
-def take(
-    front: Frontend, s: Session, replies: list[Reply], owner: Any, lock_ttl: int, now: float
-) -> Result:
-    """The reserved jobs pulled: each journaled active, then deleted from its tube (a crash
-    in between gives it back to the tube too: pulled twice at worst, never lost)."""
-    pulled: list[BqJob] = []
+#: who takes a reserved job: (owner, lockTtl ms); no owner: no lock
+Lease = tuple[Any, int]
+
+
+def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease]) -> Result:
+    """The reserved jobs pulled, each with its lease: the jobs, aligned with `replies`
+    (None: one not to serve — cancelled meanwhile). Each is journaled active, then deleted
+    from its tube (a crash in between gives it back to the tube too: pulled twice at worst,
+    never lost)."""
+    now = now_ms()
+    pulled: list[BqJob | None] = []
     deletes: list[bytes] = []
-    for reply in replies:
+    for reply, (owner, lock_ttl) in zip(replies, leases, strict=True):
         job, body = reply.number(), reply.body or b""
         ident = yield from known_job(front, job)
         deletes.append(line("delete", job))
+        pulled.append(None)
         if job in front.retired:  # cancelled or drained while this pull was under way
             front.retired.discard(job)
             continue
@@ -137,10 +143,11 @@ def take(
         else:
             continue
         front.registry.pull(j, s.id, owner or None, lock_ttl, now)
-        pulled.append(j)
-    front.save(*pulled)
+        pulled[-1] = j
+    got = [j for j in pulled if j is not None]
+    front.save(*got)
     if deletes:
         yield Send(tuple(deletes))
-    for j in pulled:
+    for j in got:
         front.emit("pulled", j)
     return pulled
