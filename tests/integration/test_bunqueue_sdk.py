@@ -21,7 +21,9 @@ from bunqueue_server import (  # noqa: F401  (the fixtures)
     sdk_env,
 )
 from bunqueue_wire import Raw
-from helpers import skip_or_fail
+from helpers import skip_or_fail, wal_args
+
+from shardq.bench.procs import kill_group
 
 SHARDS = [1, 4]
 FLOW_TIMEOUT = 90.0
@@ -143,3 +145,28 @@ def test_jobs_attempts_dlq_and_results_survive_a_restart(bunqueue_server, tmp_pa
         1,
         1,
     )
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_a_crash_loses_no_acknowledged_push(bunqueue_server, tmp_path, shards) -> None:
+    """SIGKILL of the whole server (-b, -f 0) right after its answers: every job it said ok
+    to is there after the restart — waiting, given back (it was active), done with its
+    result, or in the DLQ."""
+    flags = wal_args(tmp_path / f"crash{shards}")
+    server = bunqueue_server(shards, flags)
+    c = Raw(server.bunqueue)
+    ids = [c.call("PUSH", queue=f"crash{i % 3}", data={"i": i})["id"] for i in range(9)]
+    ids += c.call("PUSHB", queue="crash0", jobs=[{"data": {"i": 9}}, {"data": {"i": 10}}])["ids"]
+    acked = c.call("PULL", queue="crash1", owner="w")
+    c.call("ACK", id=acked["job"]["id"], token=acked["token"], result="done")
+    active = c.call("PULL", queue="crash2", owner="w")["job"]["id"]
+    kill_group(server.proc)
+    c = Raw(bunqueue_server(shards, flags).bunqueue)
+    assert c.call("GetResult", id=acked["job"]["id"])["result"] == "done"
+    assert c.call("GetState", id=active)["state"] == "waiting"
+    seen = set()
+    for queue in ("crash0", "crash1", "crash2"):
+        while (job := c.call("PULL", queue=queue, timeout=2000)["job"]) is not None:
+            seen.add(job["id"])
+            assert c.call("ACK", id=job["id"]) == {"ok": True}
+    assert seen == set(ids) - {acked["job"]["id"]}

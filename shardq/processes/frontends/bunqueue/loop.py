@@ -81,7 +81,8 @@ class Frontend(FrontendLoop):
 
     def save(self, *jobs: BqJob) -> None:
         """Journal the jobs' state (a disk error is logged: they go on in memory)."""
-        self.write([saving.saved(j) for j in jobs])
+        if self.book is not None:
+            self.write([saving.saved(j) for j in jobs])
 
     def write(self, records: list[Record]) -> None:
         if self.book is None:

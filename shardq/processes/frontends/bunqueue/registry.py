@@ -11,7 +11,6 @@ to the millisecond, and a beanstalk worker never sees a job before bunqueue woul
 from __future__ import annotations
 
 import heapq
-import os
 import random
 import time
 from collections import deque
@@ -59,7 +58,7 @@ def uuid7(now_ms: int) -> str:
     else:
         _seq = random.getrandbits(8)
     _last_ms = now_ms
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    rand = random.getrandbits(62)
     value = (now_ms << 80) | (0x7 << 76) | ((_seq & 0xFFF) << 64) | (0b10 << 62) | rand
     h = f"{value:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
@@ -229,7 +228,10 @@ class Registry:
     # ------------------------------------------------------------------ leases
 
     def pull(self, j: BqJob, sid: int, owner: str | None, lock_ttl: int, now: float) -> None:
-        self.unqueue(j)
+        """Session `sid` took the job (reserved from its tube: `by_job` keeps naming it
+        until the delete is answered — `deleted` — so that if that session goes first and
+        the reservation comes back to the tube, the job is known, not taken for a new one)."""
+        j.job = 0
         j.move("pull")
         j.started = j.heartbeat = now
         j.holder = sid
@@ -239,6 +241,16 @@ class Registry:
         if owner:
             j.token, j.lock_ttl = token(), lock_ttl
             self.lock(j, lock_ttl, now)
+
+    def deleted(self, jobs: list[int]) -> None:
+        """These beanstalk jobs, pulled, are out of their tubes."""
+        for job in jobs:
+            ident = self.by_job.get(job)
+            if ident is None:
+                continue
+            j = self.jobs.get(ident)
+            if j is None or j.job != job:
+                del self.by_job[job]
 
     def lock(self, j: BqJob, lock_ttl: int, now: float) -> None:
         j.lock_until = now + lock_ttl

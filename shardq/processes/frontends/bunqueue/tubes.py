@@ -126,11 +126,11 @@ def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease])
     never lost)."""
     now = now_ms()
     pulled: list[BqJob | None] = []
-    deletes: list[bytes] = []
+    jobs: list[int] = []
     for reply, (owner, lock_ttl) in zip(replies, leases, strict=True):
         job, body = reply.number(), reply.body or b""
         ident = yield from known_job(front, job)
-        deletes.append(line("delete", job))
+        jobs.append(job)
         pulled.append(None)
         if job in front.retired:  # cancelled or drained while this pull was under way
             front.retired.discard(job)
@@ -146,8 +146,9 @@ def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease])
         pulled[-1] = j
     got = [j for j in pulled if j is not None]
     front.save(*got)
-    if deletes:
-        yield Send(tuple(deletes))
+    if jobs:
+        yield Send(tuple(line("delete", job) for job in jobs))
+        front.registry.deleted(jobs)
     for j in got:
         front.emit("pulled", j)
     return pulled
