@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
 from shardq.config import Config
@@ -259,35 +260,32 @@ def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
     )
 
 
-def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
-    """The Workq front-end: its listening socket, the run dir's private socket, and where
-    its journal goes (with -b: the log's directory)."""
+def registered_argv(
+    name: str, cfg: Config, run_dir: str, listen_fd: int, **extra: Any
+) -> list[str]:
+    """A front-end with a registry (Workq, bunqueue): its listening socket, the run dir's
+    private socket, and where its journal goes (with -b: the log's directory)."""
     return child_argv(
-        "workq",
+        name,
         listen_fd=listen_fd,
         backend=os.path.join(run_dir, PRIVATE_SOCKET),
         journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
         max_memory=cfg.max_memory,
+        **extra,
         **door_options(cfg),
         **common_options(cfg, run_dir),
     )
+
+
+def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
+    return registered_argv("workq", cfg, run_dir, listen_fd)
 
 
 def bunqueue_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
-    """The bunqueue front-end: its listening socket, the run dir's private socket, and where
-    its journal goes (with -b: the log's directory)."""
-    return child_argv(
-        "bunqueue",
-        listen_fd=listen_fd,
-        backend=os.path.join(run_dir, PRIVATE_SOCKET),
-        auth_tokens=json.dumps(list(cfg.bunqueue_tokens)) if cfg.bunqueue_tokens else None,
-        journal_dir=cfg.wal_dir,
-        sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
-        max_memory=cfg.max_memory,
-        **door_options(cfg),
-        **common_options(cfg, run_dir),
-    )
+    """With bunqueue.tokens: what Auth accepts (a JSON list)."""
+    tokens = json.dumps(list(cfg.bunqueue_tokens)) if cfg.bunqueue_tokens else None
+    return registered_argv("bunqueue", cfg, run_dir, listen_fd, auth_tokens=tokens)
 
 
 #: A protocol front-end's name -> its argv builder.

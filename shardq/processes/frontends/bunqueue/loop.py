@@ -9,29 +9,27 @@ their time and ends expired locks.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import signal
 import socket
 import time
 from typing import Any
 
-from shardq.processes.common import wakeup
 from shardq.processes.common.door import Gate
 from shardq.processes.frontends.bunqueue import commands, saving
 from shardq.processes.frontends.bunqueue.registry import BqJob, Registry
 from shardq.processes.frontends.bunqueue.tubes import now_ms
-from shardq.processes.frontends.loop import FrontendLoop
+from shardq.processes.frontends.registered import RegisteredLoop, serve
 from shardq.processes.frontends.session import Session, Task
 from shardq.protocol import bunqueue as b
 from shardq.storage.bunqueue_journal import Dropped, Paused, Record, open_journal
-from shardq.storage.journal import Journal
 
 log = logging.getLogger(__name__)
 
 
-class Frontend(FrontendLoop):
+class Frontend(RegisteredLoop):
     UNAVAILABLE = b.error("Server unavailable")
+    NAME = "bunqueue"
+    registry: Registry
 
     def __init__(
         self,
@@ -53,16 +51,10 @@ class Frontend(FrontendLoop):
         self.subscribers: dict[int, Session] = {}  # SubscribeEvents
         self.workers: dict[str, dict[str, Any]] = {}  # RegisterWorker
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be pulled)
-        self.put_tokens = itertools.count(1)
-        self.puts_in_flight: set[int] = set()
         self.pullers: set[Session] = set()  # sessions in a long PULL (woken by a Resume)
-        self.janitor: Session | None = None
         self.janitor_work: list[BqJob] = []
-        self.book: Journal | None = None
         if journal_dir is not None:
-            self.book = open_journal(journal_dir, sync)
-            saving.replay(self.registry, self.book.load())
-            self.book.rewrite(saving.snapshot(self.registry))
+            self.open_book(open_journal(journal_dir, sync), self.replay)
             log.info("bunqueue: %d jobs from the journal", len(self.registry))
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
@@ -137,34 +129,14 @@ class Frontend(FrontendLoop):
         if given:  # the janitor puts them back (and a waiting PULL gets them)
             self.save(*given)
 
-    def unsynced(self) -> bool:
-        return self.book is not None and self.book.dirty
+    def replay(self, records: list[Record]) -> None:
+        saving.replay(self.registry, records)
 
-    def sync(self) -> None:
-        if self.book is not None:
-            self.book.sync_now()
+    def snapshot(self) -> list[Record]:
+        return saving.snapshot(self.registry)
 
-    # ------------------------------------------------------------------ the janitor
-
-    def housekeeping(self) -> None:
-        if self.book is not None and self.book.wants_rewrite(self.registry.bytes):
-            try:
-                self.book.rewrite(saving.snapshot(self.registry))
-            except OSError as e:
-                log.error("bunqueue journal: cannot rewrite: %s", e)
-        due = self.registry.next_due()
-        if due is None or due > now_ms():
-            return
-        if self.janitor is None:
-            self.janitor = self.internal_session()
-            if self.janitor is None:
-                return
-        if self.janitor.task is None:
-            self.start(self.janitor, commands.housekeeping(self, self.janitor))
-
-    def next_due(self) -> float | None:
-        due = self.registry.next_due()
-        return None if due is None else (due - now_ms()) / 1000
+    def janitor_task(self, s: Session) -> Task:
+        return commands.housekeeping(self, s)
 
 
 def main(
@@ -179,10 +151,10 @@ def main(
 ) -> None:
     """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text);
     `tokens`: what Auth accepts (none: no Auth needed)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    front = Frontend(
-        listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory, tokens
-    )
-    front.gate = gate or front.gate
-    front.serve_forever()
+
+    def make() -> Frontend:
+        return Frontend(
+            listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory, tokens
+        )
+
+    serve(make, gate)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.processes.frontends.beanstalk import Result, line, put_line, use_lines, yaml_map
 from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
-from shardq.processes.frontends.session import Send, Session, Sleep
+from shardq.processes.frontends.registered import known_job, putting
+from shardq.processes.frontends.session import Send, Session
 from shardq.protocol.bunqueue_args import JobSpec, queue_of, tube_of
 from shardq.protocol.reader import Reply
 
@@ -35,17 +36,6 @@ def body_of(j: BqJob) -> bytes:
 def put_of(j: BqJob) -> bytes:
     ttr = -(-j.opts.timeout // 1000) if j.opts.timeout else DEFAULT_TTR_S
     return put_line(PRI_BASE - j.opts.priority, 0, max(1, ttr), body_of(j))
-
-
-def putting(front: Frontend, lines: tuple[bytes, ...]) -> Result:
-    """Send puts (and the lines before them); while their answers are under way a pull
-    may already have a job: `known_job` waits for every such put."""
-    mark = next(front.put_tokens)
-    front.puts_in_flight.add(mark)
-    try:
-        return (yield Send(lines))
-    finally:
-        front.puts_in_flight.discard(mark)
 
 
 def put_jobs(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
@@ -75,15 +65,6 @@ def requeue(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
 
 def now_ms() -> float:
     return time.time_ns() / 1_000_000
-
-
-def known_job(front: Frontend, job: int) -> Result:
-    """The id of reserved beanstalk job `job` (None: a job put through beanstalk). Its put
-    may be one of ours whose answer has not been read yet: wait for those first."""
-    waiting = set(front.puts_in_flight)
-    while front.registry.by_job.get(job) is None and waiting & front.puts_in_flight:
-        yield Sleep(0.0005)
-    return front.registry.by_job.get(job)
 
 
 def retire(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:

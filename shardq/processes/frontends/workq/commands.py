@@ -26,6 +26,7 @@ from shardq.processes.frontends.beanstalk import (
     watch_lines,
     yaml_map,
 )
+from shardq.processes.frontends.registered import known_job, putting
 from shardq.processes.frontends.session import Send, Session, Sleep, Task, answer_invalid
 from shardq.processes.frontends.workq.registry import LEASED, WorkqJob
 from shardq.protocol import workq_args as a
@@ -68,26 +69,6 @@ def requeue(front: Frontend, s: Session, j: WorkqJob) -> Result:
     else:  # the server is full: the job cannot wait any more, it fails
         front.fail_for_good(j)
     front.changed(j)
-
-
-def putting(front: Frontend, lines: tuple[bytes, ...]) -> Result:
-    """Send a put (and the lines before it); while its answer is under way, a worker's
-    reserve may already have the job: `known_job` waits for every such put."""
-    token = next(front.put_tokens)
-    front.puts_in_flight.add(token)
-    try:
-        return (yield Send(lines))
-    finally:
-        front.puts_in_flight.discard(token)
-
-
-def known_job(front: Frontend, job: int) -> Result:
-    """The UUID of reserved beanstalk job `job` (None: a job put through beanstalk). Its
-    put may be one of ours whose answer has not been read yet: wait for those first."""
-    waiting = set(front.puts_in_flight)
-    while front.registry.by_job.get(job) is None and waiting & front.puts_in_flight:
-        yield Sleep(0.0005)
-    return front.registry.by_job.get(job)
 
 
 def retire(front: Frontend, s: Session, j: WorkqJob) -> Result:

@@ -8,22 +8,18 @@ TTR and jobs past their ttl.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import signal
 import socket
 import time
 
-from shardq.processes.common import wakeup
 from shardq.processes.common.door import Gate
 from shardq.processes.frontends.beanstalk import now_ms
-from shardq.processes.frontends.loop import FrontendLoop
+from shardq.processes.frontends.registered import RegisteredLoop, serve
 from shardq.processes.frontends.session import Session, Task, gather
 from shardq.processes.frontends.workq import commands
 from shardq.processes.frontends.workq.registry import Registry, WorkqJob
 from shardq.protocol import workq as w
 from shardq.protocol import workq_args, workq_replies
-from shardq.storage.journal import Journal
 from shardq.storage.workq_journal import Dropped, Record, open_journal
 
 log = logging.getLogger(__name__)
@@ -41,8 +37,10 @@ def is_plain_add(cmd: object) -> bool:
     return isinstance(cmd, workq_args.Add) and not cmd.is_run
 
 
-class Frontend(FrontendLoop):
+class Frontend(RegisteredLoop):
     UNAVAILABLE = workq_replies.UNAVAILABLE
+    NAME = "workq"
+    registry: Registry
 
     def __init__(
         self,
@@ -60,16 +58,10 @@ class Frontend(FrontendLoop):
         self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
         self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be leased)
-        self.put_tokens = itertools.count(1)
-        self.puts_in_flight: set[int] = set()  # puts whose INSERTED is not read yet
-        self.janitor: Session | None = None
         #: the janitor's turn: (jobs to queue again, jobs to retire) not done yet
         self.janitor_work: tuple[list[WorkqJob], list[WorkqJob]] = ([], [])
-        self.book: Journal | None = None
         if journal_dir is not None:
-            self.book = open_journal(journal_dir, sync)
-            self.registry.replay(self.book.load())
-            self.book.rewrite(self.registry.snapshot())
+            self.open_book(open_journal(journal_dir, sync), self.registry.replay)
             log.info("workq: %d jobs from the journal", len(self.registry))
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
@@ -139,34 +131,11 @@ class Frontend(FrontendLoop):
             self.unwait(j.id, s)
             self.registry.expire_now(j, now_ms())
 
-    def unsynced(self) -> bool:
-        return self.book is not None and self.book.dirty
+    def snapshot(self) -> list[Record]:
+        return self.registry.snapshot()
 
-    def sync(self) -> None:
-        if self.book is not None:
-            self.book.sync_now()
-
-    # ------------------------------------------------------------------ the janitor
-
-    def housekeeping(self) -> None:
-        if self.book is not None and self.book.wants_rewrite(self.registry.bytes):
-            try:
-                self.book.rewrite(self.registry.snapshot())
-            except OSError as e:
-                log.error("workq journal: cannot rewrite: %s", e)
-        due = self.registry.next_due()
-        if due is None or due > now_ms():
-            return
-        if self.janitor is None:
-            self.janitor = self.internal_session()
-            if self.janitor is None:
-                return
-        if self.janitor.task is None:
-            self.start(self.janitor, commands.housekeeping(self, self.janitor))
-
-    def next_due(self) -> float | None:
-        due = self.registry.next_due()
-        return None if due is None else (due - now_ms()) / 1000
+    def janitor_task(self, s: Session) -> Task:
+        return commands.housekeeping(self, s)
 
 
 def main(
@@ -179,8 +148,8 @@ def main(
     gate: Gate | None = None,
 ) -> None:
     """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
-    front.gate = gate or front.gate
-    front.serve_forever()
+
+    def make() -> Frontend:
+        return Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+
+    serve(make, gate)
