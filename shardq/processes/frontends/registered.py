@@ -44,6 +44,19 @@ class RegisteredLoop(FrontendLoop):
         self.janitor: Session | None = None
         self.put_tokens = itertools.count(1)
         self.puts_in_flight: set[int] = set()  # puts whose INSERTED is not read yet
+        self.waiters: dict[str, set[Session]] = {}  # job id -> sessions waiting for it
+
+    def notify(self, ident: str) -> None:
+        """Wake the sessions waiting for job `ident` (it moved)."""
+        for s in list(self.waiters.get(ident, ())):
+            self.wake(s)
+
+    def unwait(self, ident: str, s: Session) -> None:
+        waiting = self.waiters.get(ident)
+        if waiting is not None:
+            waiting.discard(s)
+            if not waiting:
+                del self.waiters[ident]
 
     def open_book(self, book: Journal, replay: Callable[[list[Any]], None]) -> None:
         """Take the registry from the journal, and rewrite it with only what is live."""

@@ -47,7 +47,6 @@ class Frontend(RegisteredLoop):
         self.tokens = tokens  # Auth's tokens (none: every connection may do anything)
         self.authed: set[int] = set()
         self.registry = Registry()
-        self.waiters: dict[str, set[Session]] = {}  # job id -> sessions in WaitJob
         self.subscribers: dict[int, Session] = {}  # SubscribeEvents
         self.workers: dict[str, dict[str, Any]] = {}  # RegisterWorker
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be pulled)
@@ -95,17 +94,6 @@ class Frontend(RegisteredLoop):
         if not paused:
             for s in list(self.pullers):
                 self.wake(s)
-
-    def notify(self, ident: str) -> None:
-        for s in list(self.waiters.get(ident, ())):
-            self.wake(s)
-
-    def unwait(self, ident: str, s: Session) -> None:
-        waiting = self.waiters.get(ident)
-        if waiting is not None:
-            waiting.discard(s)
-            if not waiting:
-                del self.waiters[ident]
 
     def emit(self, event: str, j: BqJob, **extra: Any) -> None:
         """A job event to every subscriber (a frame with no reqId)."""

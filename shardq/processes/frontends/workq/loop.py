@@ -55,7 +55,6 @@ class Frontend(RegisteredLoop):
         self.started = time.time()
         self.max_memory = max_memory  # the registry's bound (limits.max_memory; 0: none)
         self.registry = Registry()
-        self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
         self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be leased)
         #: the janitor's turn: (jobs to queue again, jobs to retire) not done yet
@@ -106,17 +105,6 @@ class Frontend(RegisteredLoop):
     def fail_for_good(self, j: WorkqJob) -> None:
         self.registry.give_up(j)
         self.notify(j.id)
-
-    def notify(self, ident: str) -> None:
-        for s in list(self.waiters.get(ident, ())):
-            self.wake(s)
-
-    def unwait(self, ident: str, s: Session) -> None:
-        waiting = self.waiters.get(ident)
-        if waiting is not None:
-            waiting.discard(s)
-            if not waiting:
-                del self.waiters[ident]
 
     def closed(self, s: Session) -> None:
         if s is self.janitor:
