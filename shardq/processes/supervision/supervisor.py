@@ -42,6 +42,7 @@ from shardq.processes.common.listener import (
     listening_address,
     why,
 )
+from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import socket_path
 from shardq.processes.supervision import children as roles
 from shardq.processes.supervision.children import (
@@ -76,6 +77,12 @@ log = logging.getLogger(__name__)
 class ListenError(Exception):
     """A front-end's (Kestrel) or the metrics endpoint's address cannot be listened on
     (str(): one line)."""
+
+
+def serving_of(child: Child) -> ServingSettings:
+    """A serving process's settings (the supervisor keeps those children apart)."""
+    assert isinstance(child.settings, ServingSettings)
+    return child.settings
 
 
 class Supervisor:
@@ -116,14 +123,13 @@ class Supervisor:
             if port is not None:
                 self.bind_front(name, host, port)
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
-        coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
-        self.children = [Child("coordinator", coordinator)]
+        coordinator = roles.coordinator_settings(config, self.run_dir, self.state_dir)
+        self.children = [Child(coordinator)]
         hosted = {roles.hosted_shard(config, i) for i in range(config.serving)}
         self.children += [
             Child(
-                f"shard {i}",
-                roles.shard_argv(config, self.run_dir, i),
-                restart_args=roles.settle_args(config, None),
+                roles.shard_settings(config, self.run_dir, i),
+                settle_from=roles.settle_from(config, None),
             )
             for i in range(config.shards)
             if i not in hosted
@@ -131,10 +137,9 @@ class Supervisor:
         self.ready_r, self.ready_w = os.pipe()
         self.serving_procs = [
             Child(
-                "serving" if config.serving == 1 else f"serving {i}",
-                self.serving_argv(i, self.ready_w),
+                self.serving_settings(i, self.ready_w),
                 pass_fds=(*self.listen_fds(), self.ready_w),
-                restart_args=roles.settle_args(config, i) if i in hosted else [],
+                settle_from=roles.settle_from(config, i) if i in hosted else (),
             )
             for i in range(config.serving)
         ]
@@ -142,8 +147,12 @@ class Supervisor:
         self.frontends: list[Child] = []  # stopped with the serving processes, before the shards
         for name, sock in self.fronts.items():
             fd = sock.fileno()
-            argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
-            self.frontends.append(Child(name, argv, (fd,)))
+            self.frontends.append(
+                Child(
+                    roles.front_settings(roles.FRONT_SETTINGS[name], config, self.run_dir, fd),
+                    (fd,),
+                )
+            )
         self.children += self.frontends
         #: the children that accept clients: their limits and allow-list change on SIGHUP
         self.doors = self.serving_procs + self.frontends
@@ -151,7 +160,7 @@ class Supervisor:
             self.doors.append(self.metrics_child(self.metrics))
             self.children.append(self.doors[-1])
         # once here, not in every child: they are forked with it imported
-        preload(child.argv[0] for child in self.children)
+        preload(child.settings.ROLE for child in self.children)
 
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is
@@ -162,8 +171,8 @@ class Supervisor:
             f.write(f"{host}:{port}\n")
         os.replace(path + ".tmp", path)
         names = [child.name for child in self.children]
-        argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
-        return Child("metrics", argv, (sock.fileno(),))
+        settings = roles.metrics_settings(self.config, self.run_dir, sock.fileno(), names)
+        return Child(settings, (sock.fileno(),))
 
     def bind_front(self, name: str, host: str, port: int) -> None:
         """A protocol front-end's listening socket (kestrel.listen/port, workq.listen/port),
@@ -188,11 +197,10 @@ class Supervisor:
         fds = (self.listener.fileno(),)
         return fds if self.private is None else (*fds, self.private.fileno())
 
-    def serving_argv(self, index: int, ready_fd: int) -> list[str]:
-        private = None if self.private is None else self.private.fileno()
-        fd = self.listener.fileno()
-        argv = roles.serving_argv(self.config, self.run_dir, index, ready_fd, fd, private)
-        return [*argv, f"--routing={self.routing}"]
+    def serving_settings(self, index: int, ready_fd: int) -> ServingSettings:
+        private = -1 if self.private is None else self.private.fileno()
+        fds = (self.listener.fileno(), private, ready_fd)
+        return roles.serving_settings(self.config, self.run_dir, index, fds, self.routing)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -200,7 +208,7 @@ class Supervisor:
         elif signum == signal.SIGUSR1:
             self.draining = True
             for serving_proc in self.serving_procs:
-                serving_proc.extra = ["--draining"]
+                serving_proc.settings = serving_of(serving_proc).drained()
                 if serving_proc.proc is not None:
                     serving_proc.proc.send_signal(signal.SIGUSR1)
         elif signum == signal.SIGHUP:
@@ -285,8 +293,7 @@ class Supervisor:
         setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
         live.write(self.run_dir, settings)
         for child in self.children:
-            with_limits = child in self.doors or child.name == "coordinator"
-            child.live_args = live.argv(settings, with_limits)
+            child.settings = child.settings.with_live(settings)
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGHUP)
 
@@ -294,9 +301,9 @@ class Supervisor:
         """Wait until every serving process reaches every process, so "listening" means
         serving (each writes one line to the start-up pipe)."""
         os.close(self.ready_w)
-        for i, serving_proc in enumerate(self.serving_procs):
+        for serving_proc in self.serving_procs:
             # a restarted serving process has no start-up pipe to write to
-            serving_proc.argv = self.serving_argv(i, -1)
+            serving_proc.settings = serving_of(serving_proc).started()
             serving_proc.pass_fds = self.listen_fds()
         deadline = time.monotonic() + START_TIMEOUT_S
         lines = 0

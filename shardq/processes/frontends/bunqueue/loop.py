@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from shardq.processes.common.door import Gate
+from shardq.processes.common.settings import BunqueueSettings
 from shardq.processes.frontends.bunqueue import commands, saving
 from shardq.processes.frontends.bunqueue.registry import BqJob, Registry
 from shardq.processes.frontends.bunqueue.tubes import now_ms
@@ -31,20 +32,13 @@ class Frontend(RegisteredLoop):
     NAME = "bunqueue"
     registry: Registry
 
-    def __init__(
-        self,
-        listen_fd: int,
-        backend_path: str,
-        max_output_bytes: int,
-        journal_dir: str | None,
-        sync: bool,
-        max_memory: int = 0,
-        tokens: frozenset[str] = frozenset(),
-    ) -> None:
-        super().__init__(listen_fd, backend_path, b.MAX_FRAME + b.HEADER.size, max_output_bytes)
+    def __init__(self, settings: BunqueueSettings) -> None:
+        st = settings
+        max_output = st.door.max_output_bytes
+        super().__init__(st.listen_fd, st.backend, b.MAX_FRAME + b.HEADER.size, max_output)
         self.started = time.time()
-        self.max_memory = max_memory
-        self.tokens = tokens  # Auth's tokens (none: every connection may do anything)
+        self.max_memory = st.max_memory  # the registry's bound (limits.max_memory; 0: none)
+        self.tokens = frozenset(st.bunqueue_tokens)  # Auth's (none: no Auth needed)
         self.authed: set[int] = set()
         self.registry = Registry()
         self.subscribers: dict[int, Session] = {}  # SubscribeEvents
@@ -52,8 +46,8 @@ class Frontend(RegisteredLoop):
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be pulled)
         self.pullers: set[Session] = set()  # sessions in a long PULL (woken by a Resume)
         self.janitor_work: list[BqJob] = []
-        if journal_dir is not None:
-            self.open_book(open_journal(journal_dir, sync), self.replay)
+        if st.journal_dir is not None:
+            self.open_book(open_journal(st.journal_dir, st.sync_journal), self.replay)
             log.info("bunqueue: %d jobs from the journal", len(self.registry))
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
@@ -127,22 +121,10 @@ class Frontend(RegisteredLoop):
         return commands.housekeeping(self, s)
 
 
-def main(
-    listen_fd: int,
-    backend_path: str,
-    max_output_bytes: int,
-    journal_dir: str | None,
-    sync: bool,
-    max_memory: int,
-    gate: Gate | None = None,
-    tokens: frozenset[str] = frozenset(),
-) -> None:
-    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text);
-    `tokens`: what Auth accepts (none: no Auth needed)."""
+def main(settings: BunqueueSettings, gate: Gate) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS)."""
 
     def make() -> Frontend:
-        return Frontend(
-            listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory, tokens
-        )
+        return Frontend(settings)
 
     serve(make, gate)

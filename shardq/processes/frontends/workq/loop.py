@@ -13,6 +13,7 @@ import socket
 import time
 
 from shardq.processes.common.door import Gate
+from shardq.processes.common.settings import WorkqSettings
 from shardq.processes.frontends.beanstalk import now_ms
 from shardq.processes.frontends.registered import RegisteredLoop, serve
 from shardq.processes.frontends.session import Session, Task, gather
@@ -42,25 +43,19 @@ class Frontend(RegisteredLoop):
     NAME = "workq"
     registry: Registry
 
-    def __init__(
-        self,
-        listen_fd: int,
-        backend_path: str,
-        max_output_bytes: int,
-        journal_dir: str | None,
-        sync: bool,
-        max_memory: int = 0,
-    ) -> None:
-        super().__init__(listen_fd, backend_path, w.MAX_LINE + w.MAX_BLOCK + 2, max_output_bytes)
+    def __init__(self, settings: WorkqSettings) -> None:
+        s = settings
+        max_output = s.door.max_output_bytes
+        super().__init__(s.listen_fd, s.backend, w.MAX_LINE + w.MAX_BLOCK + 2, max_output)
         self.started = time.time()
-        self.max_memory = max_memory  # the registry's bound (limits.max_memory; 0: none)
+        self.max_memory = s.max_memory  # the registry's bound (limits.max_memory; 0: none)
         self.registry = Registry()
         self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be leased)
         #: the janitor's turn: (jobs to queue again, jobs to retire) not done yet
         self.janitor_work: tuple[list[WorkqJob], list[WorkqJob]] = ([], [])
-        if journal_dir is not None:
-            self.open_book(open_journal(journal_dir, sync), self.registry.replay)
+        if s.journal_dir is not None:
+            self.open_book(open_journal(s.journal_dir, s.sync_journal), self.registry.replay)
             log.info("workq: %d jobs from the journal", len(self.registry))
 
     def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
@@ -126,18 +121,10 @@ class Frontend(RegisteredLoop):
         return commands.housekeeping(self, s)
 
 
-def main(
-    listen_fd: int,
-    backend_path: str,
-    max_output_bytes: int,
-    journal_dir: str | None,
-    sync: bool,
-    max_memory: int,
-    gate: Gate | None = None,
-) -> None:
-    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
+def main(settings: WorkqSettings, gate: Gate) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS)."""
 
     def make() -> Frontend:
-        return Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+        return Frontend(settings)
 
     serve(make, gate)
