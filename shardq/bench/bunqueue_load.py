@@ -47,7 +47,8 @@ def undefined(code: int, data: bytes) -> None:
 class Conn:
     """One connection: its socket, unread bytes, and its requests in flight by reqId."""
 
-    def __init__(self, spec: Spec) -> None:
+    def __init__(self, spec: Spec, load: Load) -> None:
+        self.load = load
         self.sock = socket.create_connection((spec.host, spec.port), timeout=10)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
@@ -74,10 +75,16 @@ class Conn:
 class Load:
     """What a request is and what its reply leads to."""
 
-    def __init__(self, queue: str, workload: str, batch: int, body: str) -> None:
+    def __init__(self, queue: str, workload: str, batch: int, body: str, most: int) -> None:
         self.queue, self.workload, self.batch, self.body = queue, workload, batch, body
+        self.most = most  # jobs to ask for at most (0 once the run's time is up)
+        self.asked = 0
 
     def next(self, c: Conn) -> bytes:
+        """The next request (b"": none, the run has asked for all it counts)."""
+        if self.asked >= self.most:
+            return b""
+        self.asked += self.batch
         if self.workload == "put":
             if self.batch == 1:
                 return c.request("push", {"cmd": "PUSH", "queue": self.queue, "data": self.body})
@@ -99,7 +106,9 @@ class Load:
         jobs = reply.get("jobs") if "jobs" in reply else [reply.get("job")]
         ids = [j["id"] for j in jobs or [] if j]
         if not ids:
-            raise LoadError("the queue ran dry: raise --prefill")
+            if self.asked < self.most:
+                raise LoadError("the queue ran dry: raise --prefill")
+            return 0, b""  # the run's last pulls, past what it counts
         if len(ids) == 1 and self.batch == 1:
             return 0, c.request("ack1", {"cmd": "ACK", "id": ids[0]})
         return 0, c.request(f"ack{len(ids)}", {"cmd": "ACKB", "ids": ids})
@@ -114,7 +123,7 @@ def drive(
     conns: list[Conn] = []
     try:
         for _ in range(spec.connections):
-            c = Conn(spec)
+            c = Conn(spec, load)
             c.sock.sendall(b"".join(load.next(c) for _ in range(depth)))
             c.sock.setblocking(False)
             sel.register(c.sock, selectors.EVENT_READ, c)
@@ -122,27 +131,38 @@ def drive(
         count, start = 0, time.monotonic()
         end = start + seconds if seconds is not None else float("inf")
         while time.monotonic() < end and count < most:
-            events = sel.select(1.0)
-            if not events:
-                raise LoadError("no reply for a second")
-            for key, _ in events:
-                c = key.data
-                chunk = c.sock.recv(1 << 16)
-                if not chunk:
-                    raise LoadError("the server closed the connection")
-                c.buf += chunk
-                out = []
-                for reply in c.replies():
-                    jobs, follow = load.answer(c, reply)
-                    count += jobs
-                    if follow:
-                        out.append(follow)
-                if out:
-                    c.sock.sendall(b"".join(out))
-        return count, time.monotonic() - start
+            count += turn(sel)
+        elapsed = time.monotonic() - start
+        load.most = 0  # then what is in flight is answered (and pulled jobs acked), uncounted
+        while any(c.pending for c in conns):
+            turn(sel)
+        return count, elapsed
     finally:
         for c in conns:
             c.sock.close()
+
+
+def turn(sel: selectors.BaseSelector) -> int:
+    """Read what came, answer it: the jobs it counts."""
+    count = 0
+    events = sel.select(1.0)
+    if not events:
+        raise LoadError("no reply for a second")
+    for key, _ in events:
+        c = key.data
+        chunk = c.sock.recv(1 << 16)
+        if not chunk:
+            raise LoadError("the server closed the connection")
+        c.buf += chunk
+        out = []
+        for reply in c.replies():
+            jobs, follow = c.load.answer(c, reply)
+            count += jobs
+            if follow:
+                out.append(follow)
+        if out:
+            c.sock.sendall(b"".join(out))
+    return count
 
 
 def call(sock: socket.socket, msg: dict[str, Any]) -> dict[str, Any]:
@@ -175,7 +195,7 @@ def run_bunqueue(spec: Spec, batch: int) -> dict[str, object]:
         want = spec.jobs or spec.prefill
         log.info("pushing %d jobs first", want)
         fill(spec, body, want)
-    load = Load(spec.prefix, spec.workload, batch, body)
+    load = Load(spec.prefix, spec.workload, batch, body, most)
     cpu = time.process_time()
     count, elapsed = drive(spec, load, spec.duration, most, spec.pipeline)
     cpu = time.process_time() - cpu
