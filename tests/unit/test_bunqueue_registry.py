@@ -91,11 +91,17 @@ def test_children_wait_for_every_parent() -> None:
 
 def test_a_disconnect_gives_back_what_its_session_pulled() -> None:
     reg = Registry()
-    mine, other = reg.add("q", spec(), 0.0), reg.add("q", spec(), 0.0)
+    mine, kept, other = (reg.add("q", spec(), 0.0) for _ in range(3))
+    for j, job in ((mine, 11), (kept, 12), (other, 13)):
+        reg.queued(j, job)
     reg.pull(mine, 1, "w", 30000, 0.0)
+    reg.pull(kept, 1, None, 0, 0.0)
     reg.pull(other, 2, None, 0, 0.0)
-    assert reg.given_back(1) == [mine]
+    reg.deleted([11])  # mine's delete was answered; kept's (12) was not sent
+    assert {j.id for j in reg.given_back(1, [12])} == {mine.id, kept.id}
     assert (mine.state, mine.attempts, other.state) == (WAITING, 0, ACTIVE)
+    assert reg.take_ready() == [mine]  # put anew
+    assert kept.job == 12 and reg.by_job[12] == kept.id  # back in its tube as it was
 
 
 def test_completed_jobs_past_the_bound_go_oldest_first() -> None:

@@ -18,9 +18,9 @@ from shardq.processes.common.door import Gate
 from shardq.processes.common.settings import BunqueueSettings
 from shardq.processes.frontends.bunqueue import commands, saving
 from shardq.processes.frontends.bunqueue.registry import BqJob, Registry
-from shardq.processes.frontends.bunqueue.tubes import now_ms
+from shardq.processes.frontends.bunqueue.tubes import flush_deletes, now_ms
 from shardq.processes.frontends.registered import RegisteredLoop, serve
-from shardq.processes.frontends.session import Session, Task
+from shardq.processes.frontends.session import IDLE, Session, Task
 from shardq.protocol import bunqueue as b
 from shardq.storage.bunqueue_journal import Dropped, Paused, Record, open_journal
 
@@ -45,6 +45,9 @@ class Frontend(RegisteredLoop):
         self.workers: dict[str, dict[str, Any]] = {}  # RegisterWorker
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be pulled)
         self.pullers: set[Session] = set()  # sessions in a long PULL (woken by a Resume)
+        #: session id -> the beanstalk jobs it pulled, still reserved on its connection:
+        #: deleted with its next lines, or by `housekeeping` once it is idle
+        self.undeleted: dict[int, list[int]] = {}
         self.janitor_work: list[BqJob] = []
         if st.journal_dir is not None:
             self.open_book(open_journal(st.journal_dir, st.sync_journal), self.replay)
@@ -107,9 +110,26 @@ class Frontend(RegisteredLoop):
             self.janitor = None
             self.registry.ready += self.janitor_work  # its connection went midway
             self.janitor_work = []
-        given = self.registry.given_back(s.id)
+        given = self.registry.given_back(s.id, self.undeleted.pop(s.id, []))
         if given:  # the janitor puts them back (and a waiting PULL gets them)
             self.save(*given)
+
+    def housekeeping(self) -> None:
+        super().housekeeping()
+        for s in self.idle_undeleted():
+            self.start(s, flush_deletes(self, s))
+
+    def idle_undeleted(self) -> list[Session]:
+        """Sessions with pulled jobs to delete and no command running."""
+        out = []
+        for sid in self.undeleted:
+            s = self.sessions.get(sid)
+            if s is not None and s.task is None and s.phase is IDLE:
+                out.append(s)
+        return out
+
+    def next_due(self) -> float | None:
+        return 0.0 if self.idle_undeleted() else super().next_due()
 
     def replay(self, records: list[Record]) -> None:
         saving.replay(self.registry, records)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.processes.frontends.beanstalk import Result, line, reserve_within, watch_lines
 from shardq.processes.frontends.bunqueue.registry import BqJob
 from shardq.processes.frontends.bunqueue.render import job_record
-from shardq.processes.frontends.bunqueue.tubes import Lease, take
+from shardq.processes.frontends.bunqueue.tubes import Lease, deletes_ahead, take
 from shardq.processes.frontends.session import Send, Session, Sleep, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
@@ -96,8 +96,10 @@ def pull(front: Frontend, s: Session, p: Pull) -> Result:
                     break
                 yield Sleep(left)
                 continue
-            before = watch_lines(s, (a.tube_of(p.queue),))  # (sent with the reserve)
+            done, deletes = deletes_ahead(front, s)  # (sent with the reserve)
+            before = (*deletes, *watch_lines(s, (a.tube_of(p.queue),)))
             first = yield from reserve_within(s, deadline, before)
+            front.registry.deleted(done)
             if first is None:
                 break
             if first.name != b"RESERVED":
@@ -129,7 +131,9 @@ def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
     pulls = [p for p in parsed if isinstance(p, Pull)]
     got: dict[int, list[BqJob]] = {id(p): [] for p in pulls}
     if pulls and pulls[0].queue not in front.registry.paused:
-        yield Send(watch_lines(s, (a.tube_of(pulls[0].queue),)))
+        done, deletes = deletes_ahead(front, s)
+        yield Send((*deletes, *watch_lines(s, (a.tube_of(pulls[0].queue),))))
+        front.registry.deleted(done)
         reserved = yield from reserve_more(s, sum(p.count for p in pulls))
         leases = [p.lease for p in pulls for _ in range(p.count)][: len(reserved)]
         owners = [p for p in pulls for _ in range(p.count)][: len(reserved)]

@@ -387,13 +387,19 @@ class Registry:
         ready, self.ready = self.ready, []
         return [j for j in ready if self.jobs.get(j.id) is j and j.state == WAITING and not j.job]
 
-    def given_back(self, sid: int) -> list[BqJob]:
-        """What a session that went had pulled, released."""
+    def given_back(self, sid: int, reserved: list[int]) -> list[BqJob]:
+        """What a session that went had pulled, released. `reserved`: its beanstalk jobs not
+        deleted yet — their reservations go back to their tubes with the session's
+        connection, so those jobs wait there again as they are (the others are put anew)."""
+        back = {self.by_job.get(job): job for job in reserved}
         out = []
         for ident in list(self.held.get(sid, ())):
             j = self.jobs[ident]
             if j.state == ACTIVE:
                 self.release(j)
+                if ident in back:
+                    self.ready.remove(j)
+                    self.queued(j, back[ident])
                 out.append(j)
         self.held.pop(sid, None)
         return out

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.processes.frontends.beanstalk import Result, line, put_line, use_lines, yaml_map
 from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
 from shardq.processes.frontends.registered import known_job, putting
-from shardq.processes.frontends.session import Send, Session
+from shardq.processes.frontends.session import Send, Session, Task
 from shardq.protocol.bunqueue_args import JobSpec, queue_of, tube_of
 from shardq.protocol.reader import Reply
 
@@ -96,6 +96,22 @@ def adopt(front: Frontend, job: int, body: bytes, stats: dict[str, str], now: fl
     return j
 
 
+def deletes_ahead(front: Frontend, s: Session) -> tuple[list[int], tuple[bytes, ...]]:
+    """The session's pulled jobs not deleted from their tubes yet, and the lines that do
+    it (sent ahead of its next ones; `Registry.deleted` once answered)."""
+    jobs = front.undeleted.pop(s.id, [])
+    return jobs, tuple(line("delete", job) for job in jobs)
+
+
+def flush_deletes(front: Frontend, s: Session) -> Task:
+    """An idle session's pulled jobs, deleted from their tubes (nothing to answer)."""
+    jobs, lines = deletes_ahead(front, s)
+    if lines:
+        yield Send(lines)
+        front.registry.deleted(jobs)
+    return None
+
+
 #: who takes a reserved job: (owner, lockTtl ms); no owner: no lock
 Lease = tuple[Any, int]
 
@@ -127,9 +143,8 @@ def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease])
         pulled[-1] = j
     got = [j for j in pulled if j is not None]
     front.save(*got)
-    if jobs:
-        yield Send(tuple(line("delete", job) for job in jobs))
-        front.registry.deleted(jobs)
+    if jobs:  # deleted with the session's next beanstalk lines (or when it is idle)
+        front.undeleted.setdefault(s.id, []).extend(jobs)
     for j in got:
         front.emit("pulled", j)
     return pulled
