@@ -21,7 +21,7 @@ import logging
 import os
 import struct
 import zlib
-from dataclasses import astuple
+from dataclasses import fields
 from typing import Any
 
 import msgpack
@@ -40,9 +40,14 @@ class Kinds:
     def __init__(self, classes: dict[int, type]) -> None:
         self.by_number = classes
         self.number_of = {cls: kind for kind, cls in classes.items()}
+        self.names = {cls: [f.name for f in fields(cls)] for cls in classes.values()}
 
     def encode(self, record: Any) -> bytes:
-        payload = pack([self.number_of[type(record)], *astuple(record)])
+        """A record's frame: its kind and its fields as they are (not copied: `astuple`
+        deep-copies a field that is a dict, 5x the cost of the packing)."""
+        kind = type(record)
+        values = [getattr(record, name) for name in self.names[kind]]
+        payload = pack([self.number_of[kind], *values])
         return HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
     def decode(self, data: bytes) -> tuple[list[Any], int]:

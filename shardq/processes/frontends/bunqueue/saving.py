@@ -45,9 +45,13 @@ KEPT = [
 ]
 
 
+#: JobSpec's fields (a job's options, copied shallowly: `asdict` deep-copies its data)
+OPTS = [f.name for f in dataclasses.fields(JobSpec)]
+
+
 def saved(j: BqJob) -> Saved:
     fields = {name: getattr(j, name) for name in KEPT}
-    fields["opts"] = dataclasses.asdict(j.opts)
+    fields["opts"] = {name: getattr(j.opts, name) for name in OPTS}
     return Saved(j.id, fields)
 
 
