@@ -13,6 +13,7 @@ import secrets
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -175,12 +176,24 @@ def _bunqueue_door(spec: Spec, batch: int, as_json: bool) -> None:
     """A push or pull+ack load through a bunqueue door (bench/bunqueue_load.py)."""
     from shardq.bench.bunqueue_load import format_bunqueue_result, run_bunqueue
 
+    def load() -> dict[str, object]:
+        return run_bunqueue(spec, batch)
+
+    _door_result(load, format_bunqueue_result, as_json)
+
+
+def _door_result(
+    load: Callable[[], dict[str, object]],
+    fmt: Callable[[dict[str, object]], str],
+    as_json: bool,
+) -> None:
+    """Run a door's load and print its result (exit 1 on a failure, else 0)."""
     try:
-        result = run_bunqueue(spec, batch)
+        result = load()
     except (OSError, RuntimeError) as e:
         typer.echo(f"shardq bench: {e}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(json.dumps(result, indent=2) if as_json else format_bunqueue_result(result))
+    typer.echo(json.dumps(result, indent=2) if as_json else fmt(result))
     raise typer.Exit(0)
 
 
@@ -195,13 +208,11 @@ def _other_door(spec: Spec, protocol: str, as_json: bool) -> None:
             err=True,
         )
         raise typer.Exit(2)
-    try:
-        result = run_protocol(spec, protocol)
-    except (OSError, RuntimeError) as e:
-        typer.echo(f"shardq bench: {e}", err=True)
-        raise typer.Exit(1) from None
-    typer.echo(json.dumps(result, indent=2) if as_json else format_protocol_result(result))
-    raise typer.Exit(0)
+
+    def load() -> dict[str, object]:
+        return run_protocol(spec, protocol)
+
+    _door_result(load, format_protocol_result, as_json)
 
 
 def _jobs(n: int) -> str:

@@ -187,23 +187,24 @@ class KestrelSettings(DoorSettings):
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkqSettings(DoorSettings):
-    ROLE = "workq"
+class RegisteredSettings(DoorSettings):
+    """A front-end with a registry of its own jobs (Workq, bunqueue)."""
+
     listen_fd: int
     backend: str  #: the serving processes' unix socket in the run directory
-    journal_dir: str | None  #: the Workq journal's directory (the -b directory)
+    journal_dir: str | None  #: its journal's directory (the -b directory)
     sync_journal: bool  #: fsync before answering
     max_memory: int  #: the registry's bound
 
 
 @dataclass(frozen=True, kw_only=True)
-class BunqueueSettings(DoorSettings):
+class WorkqSettings(RegisteredSettings):
+    ROLE = "workq"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BunqueueSettings(RegisteredSettings):
     ROLE = "bunqueue"
-    listen_fd: int
-    backend: str  #: the serving processes' unix socket in the run directory
-    journal_dir: str | None  #: the bunqueue journal's directory (the -b directory)
-    sync_journal: bool  #: fsync before answering
-    max_memory: int  #: the registry's bound
     bunqueue_tokens: tuple[str, ...]  #: what Auth accepts; (): no Auth needed
 
 
