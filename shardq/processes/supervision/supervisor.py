@@ -26,12 +26,11 @@ import socket
 import sys
 import tempfile
 import time
-import warnings
-from pathlib import Path
 from typing import Any, NoReturn
 
-from shardq.cluster.routing import NAMES, SPREAD
-from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
+from shardq.cluster.routing import SPREAD
+from shardq.config import Config, split_host_port
+from shardq.log import output_line
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
 from shardq.processes.common import live, quota
@@ -49,11 +48,11 @@ from shardq.processes.supervision.children import (
     PRIVATE_SOCKET,
     Child,
     LayoutError,
-    families_needed,
     log_routing,
     preload,
 )
 from shardq.processes.supervision.forked import TimeoutExpired
+from shardq.processes.supervision.reload import Reloader
 from shardq.processes.supervision.spawn import python_m
 from shardq.processes.supervision.startup import StartupError, become, find_user
 
@@ -92,8 +91,8 @@ class Supervisor:
         """`listen_fd`: the listening socket the CLI bound before the exec (else bound here).
         `reload`: how to read the config again on SIGHUP (config_file, overrides, flags)."""
         self.config = config
-        self.reload = reload
         self.reload_requested = False
+        self.stopped_by = ""  # the signal that stops the server
         if listen_fd is None:
             self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         else:
@@ -110,6 +109,7 @@ class Supervisor:
         os.makedirs(self.state_dir, exist_ok=True)
         #: how tubes are spread (cluster/routing.py): SPREAD, or what an old log recorded
         self.routing = SPREAD if config.wal_dir is None else log_routing(config)
+        self.reloader = Reloader(reload, self.routing)  # SIGHUP
         self.stopping = False
         self.draining = False
         #: the protocol front-ends' listening sockets, by name (kestrel, workq)
@@ -204,6 +204,7 @@ class Supervisor:
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.stopping = True
+            self.stopped_by = signal.Signals(signum).name
         elif signum == signal.SIGUSR1:
             self.draining = True
             for serving_proc in self.serving_procs:
@@ -224,14 +225,7 @@ class Supervisor:
             gc.enable()  # off since `preload`
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
-            host, port = listening_address(self.listener)
-            print(LISTENING.format(host=host, port=port), flush=True)
-            for name, sock in self.fronts.items():
-                host, port = listening_address(sock)
-                print(FRONT_LISTENING.format(name=name, host=host, port=port), flush=True)
-            if self.metrics is not None:
-                host, port = listening_address(self.metrics)
-                print(METRICS_LISTENING.format(host=host, port=port), flush=True)
+            self.say_listening()
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),
@@ -246,50 +240,32 @@ class Supervisor:
                     self.reload_config()
                 self.restart_dead()
         finally:
+            log.info("stopping (%s)", self.stopped_by or "a failure")
             self.stop()
+            log.info("stopped")
         return 0
 
+    def say_listening(self) -> None:
+        """``shardq listening on HOST:PORT`` on stdout, and one line per other port."""
+        lines = [LISTENING.format(host=h, port=p) for h, p in [listening_address(self.listener)]]
+        for name, sock in self.fronts.items():
+            host, port = listening_address(sock)
+            lines.append(FRONT_LISTENING.format(name=name, host=host, port=port))
+        if self.metrics is not None:
+            host, port = listening_address(self.metrics)
+            lines.append(METRICS_LISTENING.format(host=host, port=port))
+        for line in lines:
+            print(output_line(line, "supervisor", self.config.log_format), flush=True)
+
     def reload_config(self) -> None:
-        """SIGHUP: read the config file again (the flags still win); apply what a running
-        server can change (`live.Live`: logging, limits, allow), log each change, and
-        refuse with one line each what needs a restart."""
-        if self.reload is None:
-            log.warning("SIGHUP: started without the CLI, no config file to read again")
+        """SIGHUP: read the config again (`Reloader`); pass what changed live on to every
+        child (`RUN_DIR/live.json` and a SIGHUP; later starts get it in their settings)."""
+        reloaded = self.reloader.reload(self.config)
+        if reloaded is None:
             return
-        path = self.reload["config_file"]
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConfigWarning)
-                new = read_config(
-                    Path(path) if path else None, self.reload["overrides"], self.reload["flags"]
-                )
-        except ConfigError as e:
-            log.error("SIGHUP: %s; nothing changed", e)
-            return
-        moving = families_needed(new.tubes) if self.routing == NAMES else None
-        if moving:
-            log.error("SIGHUP: tubes.%s.expired_to needs tube families; nothing changed", moving)
-            return
-        for w in caught:
-            log.warning("SIGHUP: %s", w.message)
-        applied, refused = live.changes(self.config, new)
-        limits, refused = quota.reload(refused, new)
-        for key, before, after in refused:
-            log.warning("SIGHUP: %s needs a restart to change (%r -> %r); kept", key, before, after)
-        for key, before, after in applied + limits:
-            log.warning("SIGHUP: %s %r -> %r", key, before, after)
-        if limits:
-            self.config = dataclasses.replace(
-                self.config, **{name: getattr(new, name) for name in quota.LIMIT_FIELDS}
-            )
-        if not applied:
-            if not limits:
-                log.warning("SIGHUP: nothing to change")
-            return
-        fields = {name: getattr(new, name) for name in live.Live._fields}
-        self.config = dataclasses.replace(self.config, **fields)
-        settings = live.of(self.config)
-        setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
+        self.config, settings = reloaded
+        if settings is None:
+            return  # only the job limits: `quota` shares them with the children already
         live.write(self.run_dir, settings)
         for child in self.children:
             child.settings = child.settings.with_live(settings)
@@ -331,6 +307,8 @@ class Supervisor:
             )
             time.sleep(delay)
             child.start(again=True)
+            assert child.proc is not None
+            log.info("%s restarted (pid %d)", child.name, child.proc.pid)
 
     def stop(self) -> None:
         """The serving process first (no new commands), then the shards (they sync their logs)."""
