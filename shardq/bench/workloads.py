@@ -63,6 +63,7 @@ class Spec:
     prefill: int = 200_000  # reserve with --duration: jobs put before the clock starts
     prefix: str = "bench"  # tube name prefix; compare gives each cell its own
     ttr: int = 60
+    engine: str = "c"  # "c": the compiled load core (bench/core.py); "python": loadgen.py
     extra: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
@@ -111,8 +112,14 @@ def setup_commands(c: ConnPlan) -> list[tuple[bytes, bytes]]:
     return cmds
 
 
+def body_of(size: int) -> bytes:
+    """Every job's body: 'a' + i % 26, what the stub's RESERVED carries and the compiled core
+    checks in every RESERVED."""
+    return bytes(97 + i % 26 for i in range(size))
+
+
 def put_request(spec: Spec) -> bytes:
-    body = b"x" * spec.size
+    body = body_of(spec.size)
     return b"put 0 0 %d %d\r\n%s\r\n" % (spec.ttr, len(body), body)
 
 
