@@ -255,7 +255,8 @@ def compare_cmd(
         float | None, typer.Option("--duration", "-d", help="Seconds per cell.")
     ] = None,
     processes: Annotated[
-        int | None, typer.Option("--processes", "-P", help="Load processes [cores].")
+        int | None,
+        typer.Option("--processes", "-P", help="Load processes [1 with --engine c, else cores]."),
     ] = None,
     scaling: Annotated[
         str | None,
@@ -267,10 +268,12 @@ def compare_cmd(
         Path | None, typer.Option("--report", help="Rewrite this Markdown file's bench section.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    engine: Engine = "c",
     verbose: Verbose = 0,
 ) -> None:
     if verbose:
         _setup_logging(verbose)
+    _check_engine(engine, "shardq bench compare")
     from shardq.bench.compare import compare, format_table
     from shardq.bench.limits import stub_command
 
@@ -285,7 +288,9 @@ def compare_cmd(
     progress = _progress_wanted(as_json)
     try:
         ceiling = None if no_stub else (l_cmd or stub_command())
-        result = compare(a, b, rounds, matrix, duration, processes, shards, progress, ceiling)
+        result = compare(
+            a, b, rounds, matrix, duration, processes, shards, progress, ceiling, engine
+        )
     except (OSError, RuntimeError) as e:
         typer.echo(f"shardq bench compare: {e}", err=True)
         raise typer.Exit(1) from None

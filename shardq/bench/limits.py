@@ -97,7 +97,9 @@ def flag_row(row: dict[str, Any], nproc: int) -> None:
         limit[side] = reasons(row[side], ceiling, nproc)
     row["tool_limit"] = limit
     row["tool_limited"] = any(limit.values())
-    row["noisy"] = any(row[s].get("other_cores", 0.0) > NOISY for s in ("a", "b", "l") if s in row)
+    # A loaded row's neighbours are meant: only what comes on top of them is noise.
+    noise = NOISY + row.get("busy", 0)
+    row["noisy"] = any(row[s].get("other_cores", 0.0) > noise for s in ("a", "b", "l") if s in row)
 
 
 def flag_scaling(scaling: list[dict[str, Any]], rows: list[dict[str, Any]], nproc: int) -> None:

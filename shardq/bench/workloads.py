@@ -29,12 +29,15 @@ WORKLOADS = tuple(WORKLOAD_HELP)
 #: `bench compare --matrix` choices (the rows are `shardq.bench.compare.matrix`'s).
 MATRIX_HELP = {
     "standard": "what `make bench` runs: put (1 conn; 50 conns x16 pipelined), reserve+delete"
-    " (50 conns, 150,000 jobs pre-filled), mixed (50 and 200 conns), multitube (16 tubes, 64"
-    " conns), pingpong (1 client), 5 s each, plus memory: RSS holding 1,000,000 ready jobs",
+    " (50 conns, 250,000 jobs pre-filled), mixed (50 and 200 conns), multitube (16 tubes, 64"
+    " conns), pingpong (1 client), 5 s each; put (1 conn) and pingpong again with one core"
+    " busy; memory: RSS holding 1,000,000 ready jobs",
     "quick": "a smoke test of half a minute (33 s on 2 busy cores; 29 runs, each on a fresh"
     " server): put 50x16, mixed 50, pingpong, 0.5 s each, 3 rounds, and memory with 20,000 jobs",
     "memory": "only the memory row: each server's RSS (MiB) and bytes per job holding"
     " 1,000,000 ready 100-byte jobs",
+    "loaded": "only the loaded rows: put (1 conn) and pingpong while another process keeps"
+    " one core busy",
 }
 PRODUCER, CONSUMER, DRAINER, PINGPONG = "producer", "consumer", "drainer", "pingpong"
 

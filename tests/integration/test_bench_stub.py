@@ -129,9 +129,12 @@ def test_compare_flags_every_row_when_a_is_the_stub(tmp_path) -> None:
         if line.startswith("| row (unit of A, B, L) | A | B | L |")
     )
     col = [c.strip() for c in header.split("|")].index("tool limit")
+    results, not_results = text.split("**Not results: the load tool set the pace**")
+    assert "**Results**" in results and "None." in results  # no row is a result
     for row in rows:
-        line = next(x for x in text.splitlines() if x.startswith(f"| {row['label']} ("))
+        line = next(x for x in not_results.splitlines() if x.startswith(f"| {row['label']} ("))
         assert [c.strip() for c in line.split("|")][col].strip("! "), line
+        assert f"({row['ratio']:.2f})" in line  # B/A shown, but not as a result
 
 
 def _side(value: float, server: float, tool: float, procs: int = 2, in_flight: int = 50) -> dict:
