@@ -21,8 +21,10 @@ A row where other processes used more than `NOISY` of a core is also marked nois
 as the C load generator's compare.sh does; on a busy machine "cpu" then fires for servers
 that were not the limit either (the machine was): the flag errs towards "do not trust".
 
-A flagged ratio understates the faster server; the C load generator (see
-docs/BENCHMARKS.md, "Is the load tool the limit?") is the better yardstick for such rows.
+A flagged ratio understates the faster server, and the report lists such rows apart, as not
+results (docs/BENCHMARKS.md). The compiled load core (`--engine c`, the default) is the
+yardstick for them: the Python load loop (`--engine python`) is flagged in most rows against
+beanstalkd (docs/BENCHMARKS.md, "Is the load tool the limit?").
 """
 
 from __future__ import annotations
