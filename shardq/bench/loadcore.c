@@ -2,9 +2,10 @@
  * loadcore -- the compiled core of `shardq bench` (shardq/bench/core.py builds and drives it).
  *
  * One process, one epoll loop, non-blocking sockets, pipelined requests: the same load loop as
- * shardq/bench/loadgen.py (roles, refill, backlog bound, quotas, what counts as done), at a
- * fraction of its CPU per operation, so that one load process can keep a fast server busy on
- * a machine with few cores.  Every reply is checked against the request it answers (each
+ * shardq/bench/loadgen.py (roles, refill, quotas, what counts as done), at a fraction of its
+ * CPU per operation, so that one load process can keep a fast server busy on a machine with
+ * few cores.  The mixed loads' backlog bound is counted as the independent C load generator
+ * (bload) counts it: puts issued and not yet deleted, each delete letting one put go.  Every reply is checked against the request it answers (each
  * connection keeps the requests it has in flight, oldest first):
  *
  *   put                    -> INSERTED <digits>
@@ -90,7 +91,7 @@ typedef struct {
 } req_t;
 
 typedef struct {
-	int fd, role, stopped, want_w;
+	int fd, role, stopped, want_w, paused;
 	char *use, *watch; /* NULL / comma-separated */
 	req_t *ring;       /* requests in flight, oldest at head */
 	unsigned head, count, cap, unstamped;
@@ -202,9 +203,14 @@ static void error_reply(int op, const char *line, size_t n)
 
 /* -- the loop's steps (loadgen.py's of the same names) ------------------------------------ */
 
-static long long backlog(void) { return (long long)counts[PUT] - (long long)counts[DELETE]; }
+/* Mixed loads: a producer with room but no backlog left waits in `paused` until deletes make
+ * room (puts issued and not yet deleted or refused, as bload counts them: each delete lets
+ * one put go at once, so the puts flow instead of coming in bursts). */
+static conn_t **paused;
+static int npaused, bounded;
+static long long inq;
 
-static void refill(conn_t *c, int paused)
+static void refill(conn_t *c)
 {
 	if (c->stopped)
 		return;
@@ -212,13 +218,22 @@ static void refill(conn_t *c, int paused)
 	if (room <= 0)
 		return;
 	if (c->role == PRODUCER) {
-		if (paused)
-			return;
+		if (bounded && room > C.backlog - inq) {
+			room = C.backlog - inq;
+			if (room <= 0) {
+				if (!c->paused)
+					paused[npaused++] = c;
+				c->paused = 1;
+				return;
+			}
+		}
 		if (C.quota >= 0 && room > C.quota - issued)
 			room = C.quota - issued;
 		if (room <= 0)
 			return;
 		issued += room;
+		if (bounded)
+			inq += room;
 		while (room-- > 0)
 			push(c, PUT, put_req, put_len);
 	} else if (c->role == CONSUMER || c->role == DRAINER) {
@@ -240,6 +255,24 @@ static void refill(conn_t *c, int paused)
 		}
 		push(c, PUT, put_req, put_len);
 		c->cycle_t0 = 0;
+	}
+}
+
+static void send_out(conn_t *c, uint64_t now);
+
+/* Let waiting producers put again, oldest first, while the backlog has room. */
+static void resume_paused(uint64_t now)
+{
+	int k = 0;
+	while (k < npaused && inq < C.backlog) {
+		conn_t *c = paused[k++];
+		c->paused = 0;
+		refill(c);
+		send_out(c, now);
+	}
+	if (k) {
+		memmove(paused, paused + k, (size_t)(npaused - k) * sizeof *paused);
+		npaused -= k;
 	}
 }
 
@@ -315,8 +348,10 @@ static void on_data(conn_t *c, uint64_t now)
 				hadd(&hists[PUT], now - item->t);
 				if (c->role == PINGPONG)
 					push(c, RESERVE, "reserve-with-timeout 1\r\n", 24);
-			} else
+			} else {
 				error_reply(PUT, line, n);
+				inq -= bounded; /* refused: it will never be deleted */
+			}
 		} else if (item->op == RESERVE && IS(line, n, "RESERVED ")) {
 			const char *id = line + 9, *sp = memchr(id, ' ', n - 9);
 			size_t idlen = sp ? (size_t)(sp - id) : 0;
@@ -361,6 +396,7 @@ static void on_data(conn_t *c, uint64_t now)
 			pos = i + 2;
 			if (n == 7 && !memcmp(line, "DELETED", 7)) {
 				counts[DELETE]++;
+				inq -= bounded;
 				hadd(&hists[DELETE], now - item->t);
 				if (c->role == PINGPONG)
 					hadd(&cycle, now - c->cycle_t0);
@@ -595,18 +631,18 @@ int main(int argc, char **argv)
 	if (!fgets(go, sizeof go, stdin) || strcmp(go, "go\n"))
 		die("%s", "expected 'go'");
 
-	int mixed = C.workload == W_MIXED || C.workload == W_MULTITUBE;
+	bounded = (C.workload == W_MIXED || C.workload == W_MULTITUBE) && C.backlog > 0;
+	paused = xrealloc(NULL, (size_t)(nconns + 1) * sizeof *paused);
 	uint64_t t0 = now_ns(), now = t0, deadline = t0 + (uint64_t)(C.duration * 1e9);
 	double cpu0 = cpu_s();
 	for (int k = 0; k < nconns; k++) {
-		refill(&conns[k], 0);
+		refill(&conns[k]);
 		send_out(&conns[k], now);
 	}
 	struct epoll_event evs[512];
-	int paused = 0;
 	unsigned loops = 0;
 	while (now < deadline) {
-		int wait_ms = paused ? 2 : (int)((deadline - now) / 1000000 + 1);
+		int wait_ms = npaused ? 1 : (int)((deadline - now) / 1000000 + 1);
 		if (wait_ms > 50)
 			wait_ms = 50;
 		int nev = epoll_wait(ep, evs, 512, wait_ms);
@@ -632,20 +668,11 @@ int main(int argc, char **argv)
 			}
 			if (!c->stopped) {
 				if (!c->want_w)
-					refill(c, paused);
+					refill(c);
 				send_out(c, now);
 			}
 		}
-		if (mixed) {
-			int was = paused;
-			paused = backlog() > C.backlog;
-			if (was && !paused)
-				for (int k = 0; k < nconns; k++)
-					if (conns[k].role == PRODUCER && !conns[k].stopped) {
-						refill(&conns[k], 0);
-						send_out(&conns[k], now);
-					}
-		}
+		resume_paused(now);
 		if (((++loops & 15) == 0 || nev == 0) && done())
 			break;
 	}

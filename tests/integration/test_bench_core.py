@@ -166,3 +166,15 @@ def test_a_wrong_setup_reply_stops_the_core_before_the_clock(scripted) -> None:
     code, result, err = _bench(port, "c", "-w", "put", "-d", "1")
     assert code == 1
     assert "setup answered 'BAD_FORMAT'" in err
+
+
+def test_the_core_holds_the_backlog_bound(scripted) -> None:
+    """Mixed, with a server whose queue stays empty (every reserve TIMED_OUT, not an error):
+    the producers put exactly --backlog jobs (puts issued and not deleted, as bload counts
+    them) and then wait; nothing else is put."""
+    script = Script([b"INSERTED 1\r\n"], [b"TIMED_OUT\r\n"], [])
+    port = scripted(script)
+    code, result, err = _bench(port, "c", "-w", "mixed", "-c", "4", "--backlog", "10", "-d", "1")
+    assert code == 0, err
+    assert result["ops"]["put"]["count"] == 10
+    assert "reserve" not in result["ops"] and result["timed_out"] > 0
