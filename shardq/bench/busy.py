@@ -12,8 +12,14 @@ import subprocess
 import sys
 from types import TracebackType
 
-#: What each neighbour runs: a pure-Python busy loop (no system calls, no memory).
-SPIN = "while True:\n    pass\n"
+#: What each neighbour runs: a pure-Python busy loop (no system calls, no memory), at normal
+#: priority even when the bench itself runs under a real-time policy (`chrt`).
+SPIN = (
+    "import os\n"
+    "os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n"
+    "while True:\n"
+    "    pass\n"
+)
 
 
 class Busy:
