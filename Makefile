@@ -124,6 +124,7 @@ clean:
 # then shardq with 1, 2 and 4 serving processes. Rewrites the generated table at the top of
 # docs/BENCHMARKS.md (plus docs/benchmarks.png and .json) in one go, and says how long it took.
 # Run it on a quiet machine: the table records the load average and every cell's other CPU.
+# 1,008 s (17 min) measured on 2 cores busy with other work (2026-11-27).
 BENCH_ARGS ?= --rounds 3 --scaling 1,2,4
 .PHONY: bench loadcore
 bench: venv beanstalkd loadcore

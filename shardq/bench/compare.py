@@ -313,6 +313,7 @@ def compare(
         out["scaling"] = scale(b, cells, scaling, procs, progress, engine)
         flag_scaling(out["scaling"], out["rows"], cores())
     out["seconds"] = time.monotonic() - started
+    out["generated"] = time.strftime("%Y-%m-%d %H:%M %Z")
     log.info("%s matrix done in %.1f min", matrix_name, out["seconds"] / 60)
     return out
 

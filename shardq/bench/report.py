@@ -15,7 +15,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from shardq.bench.limits import LEGEND, flag_text
+from shardq.bench.limits import LEGEND, NOISY, flag_text
 from shardq.bench.png import ratio_chart
 from shardq.bench.workloads import counted
 
@@ -169,6 +169,22 @@ def _tool(result: dict[str, Any]) -> str:
     return f"{kind}, {counted(result['processes'], 'load process', 'load processes')}"
 
 
+def busy_machine(rows: list[dict[str, Any]]) -> list[str]:
+    """A warning when most rows ran while other processes used the machine (marked `!`)."""
+    ops = [r for r in rows if r["kind"] != "memory"]
+    noisy = [r for r in ops if r.get("noisy")]
+    if not ops or 2 * len(noisy) <= len(ops):
+        return []
+    other = max(r[s].get("other_cores", 0.0) - r.get("busy", 0) for r in ops for s in ("a", "b"))
+    return [
+        "",
+        f"**Not a quiet machine:** in {len(noisy)} of {len(ops)} rows other processes used more"
+        f" than {round(NOISY * 100)} % of a core (up to {_pct(other)} beyond the loaded rows'"
+        " neighbour), so these figures say as much about that load as about the servers."
+        " Regenerate on a quiet machine.",
+    ]
+
+
 def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     rows = result["rows"]
     l_cmd = result.get("l")
@@ -176,12 +192,14 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     out = [
         BEGIN,
         "",
-        f"Generated {time.strftime('%Y-%m-%d %H:%M %Z')} at commit **{info.get('shardq', '?')}**"
+        f"Generated {result.get('generated') or time.strftime('%Y-%m-%d %H:%M %Z')}"
+        f" at commit **{info.get('shardq', '?')}**"
         f" by `make bench` in {result['seconds'] / 60:.1f} min; {result['rounds']} rounds per"
         f" row ({_order(result)}, a fresh server each), medians. Load tool: {_tool(result)}."
         f" Machine load average before / after: {load.get('before', '?')} /"
         f" {load.get('after', '?')} (figures taken while other work ran are noisy: see"
         " `other CPU` and `!`).",
+        *busy_machine(rows),
         "",
         "**Machine:** " + "; ".join(f"{k} {v}" for k, v in info.items()),
         "",
@@ -212,8 +230,8 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     if mem:
         out += [
             "",
-            f"**{mem['label'].capitalize()}:** B/A of RSS **{mem['ratio']:.2f}** (lower is"
-            " better).",
+            f"**{mem['label'][0].upper()}{mem['label'][1:]}:** B/A of RSS"
+            f" **{mem['ratio']:.2f}** (lower is better).",
             "",
             "Memory: a fresh server of each kind (no other cell ran on it) holds the jobs; RSS "
             "summed over every process of the server (PSS in brackets, which splits pages "
@@ -271,7 +289,8 @@ def write_report(path: Path, result: dict[str, Any]) -> None:
     raw = path.with_name(f"{stem}.json")
     chart.write_bytes(chart_png(result))
     info = machine()
-    raw.write_text(json.dumps({"machine": info, **result}, indent=1) + "\n")
+    commands = {k: shown(result[k]) for k in ("a", "b", "l", "command") if result.get(k)}
+    raw.write_text(json.dumps({"machine": info, **result, **commands}, indent=1) + "\n")
     text = path.read_text() if path.exists() else SKELETON
     if BEGIN not in text or END not in text:
         text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
