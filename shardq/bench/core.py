@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -129,6 +130,11 @@ class CoreProcess:
         """Wait until every connection of this core is connected and set up."""
         if self.stdout.readline() != "ready\n":
             raise self._failed()
+
+    def answered(self, timeout: float) -> bool:
+        """Whether the result (or the end of the output) can be read, waiting `timeout` s."""
+        readable, _, _ = select.select([self.stdout], [], [], timeout)
+        return bool(readable)
 
     def go(self) -> None:
         self.stdin.write("go\n")

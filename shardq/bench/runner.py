@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import queue
-import subprocess
 import sys
 import time
 from typing import Any
@@ -133,9 +132,8 @@ def _run_cores(
         start = time.monotonic()
         parts = []
         for c in cores:
-            while c.proc.poll() is None and bar.enabled and spec.jobs is None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    c.proc.wait(timeout=0.2)
+            # Wait for its output, not its exit: a large result fills the pipe first.
+            while bar.enabled and spec.jobs is None and not c.answered(0.2):
                 elapsed = time.monotonic() - start
                 bar.show(elapsed / limit, None, None, elapsed)
             parts.append(c.result())
