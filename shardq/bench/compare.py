@@ -205,6 +205,7 @@ def _side(cell: Cell, rs: list[dict]) -> dict[str, Any]:
     out["load_processes"] = rs[0].get("load_processes", 1) if rs else 0
     out["in_flight"] = rs[0].get("in_flight", 0) if rs else 0
     out["errors"] = sum(r["errors"] for r in rs)
+    out["error_samples"] = [s for r in rs for s in r.get("samples", [])][:5]
     out["rounds"] = [r["value"] for r in rs]
     if cell.kind == "memory":
         del out["kops_per_cpu_s"]

@@ -86,10 +86,10 @@ def test_compare_quick_matrix(tmp_path) -> None:
     assert result["l"] is None
     for row in result["rows"]:
         assert "l" not in row
-        assert row["a"]["errors"] == 0 and row["b"]["errors"] == 0
-        assert row["a"]["value"] > 0 and row["b"]["value"] > 0 and row["ratio"] > 0
+        assert row["a"]["errors"] == 0 and row["b"]["errors"] == 0, row
+        assert row["a"]["value"] > 0 and row["b"]["value"] > 0 and row["ratio"] > 0, row
         if row["kind"] != "memory":
-            assert row["a"]["cpu_pct"] > 0 and row["b"]["kops_per_cpu_s"] > 0
+            assert row["a"]["cpu_pct"] > 0 and row["b"]["kops_per_cpu_s"] > 0, row
     text = report.read_text()
     assert "bench:begin" in text and "| put, 50 conns x16 pipelined" in text
     assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
