@@ -21,18 +21,23 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shardq.processes.listener import Network, allowed, parse_networks, tls_context
 from shardq.processes.live import Live
 
+if TYPE_CHECKING:
+    import ssl
+
 log = logging.getLogger(__name__)
 
-#: what a non-blocking socket (plain or TLS) raises when it has nothing to give or take now
-NOT_NOW = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+#: what a plain non-blocking socket raises when it has nothing to give or take now (TLS's own
+#: "not now": `tls_not_now`)
+NOT_NOW = (BlockingIOError, InterruptedError)
 
 
 class Door(Protocol):
@@ -127,8 +132,23 @@ def make_gate(
     return Gate(networks, bound(max_connections, cap), tls, cap)
 
 
+def loaded_ssl() -> types.ModuleType | None:
+    """The ssl module where TLS is configured, else None: it is imported only there
+    (`listener.tls_context`; ≈ 10 ms of every start otherwise), and without it no socket is
+    a TLS socket and no error a TLS error."""
+    return sys.modules.get("ssl")
+
+
 def is_tls(sock: socket.socket) -> bool:
-    return isinstance(sock, ssl.SSLSocket)
+    ssl = loaded_ssl()
+    return ssl is not None and isinstance(sock, ssl.SSLSocket)
+
+
+def tls_not_now(error: OSError) -> bool:
+    """Whether `error` is TLS's "not now" (want-read, want-write: a TLS socket's
+    `NOT_NOW`), which a caller that has a TLS socket takes as nothing to do yet."""
+    ssl = loaded_ssl()
+    return ssl is not None and isinstance(error, (ssl.SSLWantReadError, ssl.SSLWantWriteError))
 
 
 def receive(sock: socket.socket, buf: bytearray, take: Callable[[memoryview], None]) -> int | None:
@@ -139,6 +159,10 @@ def receive(sock: socket.socket, buf: bytearray, take: Callable[[memoryview], No
         n = sock.recv_into(buf)
     except NOT_NOW:
         return None
+    except OSError as e:
+        if tls_not_now(e):
+            return None
+        raise
     if n:
         take(memoryview(buf)[:n])
         total = n
@@ -147,6 +171,10 @@ def receive(sock: socket.socket, buf: bytearray, take: Callable[[memoryview], No
                 n = sock.recv_into(buf)
             except NOT_NOW:
                 break
+            except OSError as e:
+                if tls_not_now(e):
+                    break
+                raise
             if not n:
                 break
             take(memoryview(buf)[:n])
@@ -161,7 +189,7 @@ def send_some(sock: socket.socket, buf: bytearray) -> bool:
         sent = sock.send(buf)
     except NOT_NOW:
         return True
-    except OSError:
-        return False
+    except OSError as e:
+        return tls_not_now(e)
     del buf[:sent]
     return True

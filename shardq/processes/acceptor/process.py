@@ -12,8 +12,8 @@ import os
 import selectors
 import signal
 import socket
-import ssl
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import SPREAD, TubeShards
 from shardq.processes import live, wakeup
@@ -21,6 +21,9 @@ from shardq.processes.acceptor import handoff
 from shardq.processes.acceptor.loop import Acceptor
 from shardq.processes.listener import parse_networks
 from shardq.processes.shard import ShardCore
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def main(
