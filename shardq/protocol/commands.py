@@ -1,9 +1,9 @@
 """Parsed beanstalk commands, shared by the parser, the engine and the wire codec.
 
-Every class is slotted and hashable (`Fields`), cheap to make and to pass between layers;
-treat commands as immutable. They are not frozen: a frozen dataclass's ``__init__``
-sets each field through ``object.__setattr__`` and costs about four times as much
-(1.1 µs vs 0.28 µs for `Put`, measured), on the path of every command.
+Every class is slotted and hashable (`shardq.protocol.record.Record`), cheap to make and
+to pass between layers; treat commands as immutable. They are not frozen: a frozen
+dataclass's ``__init__`` sets each field through ``object.__setattr__`` and costs about
+four times as much (1.1 µs vs 0.28 µs for `Put`, measured), on the path of every command.
 
 A command object means its arguments were valid: beanstalkd only counts ``cmd-*``
 stats for commands whose arguments parsed, so an argument error is an
@@ -24,41 +24,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-
-class Fields:
-    """What the generated methods of a slotted, hashable dataclass gave: equality and a hash
-    over the fields (``__match_args__``, only between commands of one class) and a repr
-    that names them. Written out because building 26 dataclasses took ≈ 8 ms of every
-    start (docs/BENCHMARKS.md, "Start-up")."""
-
-    __slots__ = ()
-    #: the fields, in order (as a dataclass has it: `match` takes them positionally)
-    __match_args__: ClassVar[tuple[str, ...]] = ()
-
-    def values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__match_args__)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, Fields)
-        return self.values() == other.values()
-
-    def __hash__(self) -> int:
-        return hash(self.values())
-
-    def __repr__(self) -> str:
-        named = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
-        return f"{self.__class__.__qualname__}({named})"
+from shardq.protocol.record import Record
 
 
-class NoArgs(Fields):
+class NoArgs(Record):
     """A command without arguments."""
 
     __slots__ = ()
 
 
-class IdArg(Fields):
+class IdArg(Record):
     """A command whose one argument is a job id."""
 
     __slots__ = ("id",)
@@ -69,7 +44,7 @@ class IdArg(Fields):
         self.id = id
 
 
-class TubeArg(Fields):
+class TubeArg(Record):
     """A command whose one argument is a tube name."""
 
     __slots__ = ("tube",)
@@ -80,7 +55,7 @@ class TubeArg(Fields):
         self.tube = tube
 
 
-class Put(Fields):
+class Put(Record):
     """``put <pri> <delay> <ttr> <bytes>`` plus its body (without the trailing CRLF).
 
     ``error`` is None for a good put, ``b"JOB_TOO_BIG\\r\\n"`` (body is b"", the
@@ -120,7 +95,7 @@ class Reserve(NoArgs):
     __slots__ = ()
 
 
-class ReserveWithTimeout(Fields):
+class ReserveWithTimeout(Record):
     """``reserve-with-timeout <seconds>``; 0..2147483647 as in beanstalkd 1.13."""
 
     NAME: ClassVar[bytes] = b"reserve-with-timeout "
@@ -153,7 +128,7 @@ class Delete(IdArg):
     __slots__ = ()
 
 
-class Release(Fields):
+class Release(Record):
     """``release <id> <pri> <delay>``."""
 
     NAME: ClassVar[bytes] = b"release "
@@ -172,7 +147,7 @@ class Release(Fields):
         self.delay = delay
 
 
-class Bury(Fields):
+class Bury(Record):
     """``bury <id> <pri>``."""
 
     NAME: ClassVar[bytes] = b"bury "
@@ -234,7 +209,7 @@ class PeekBuried(NoArgs):
     __slots__ = ()
 
 
-class Kick(Fields):
+class Kick(Record):
     """``kick <bound>``; bound has strtoul semantics truncated to u32 (``-1`` = all)."""
 
     NAME: ClassVar[bytes] = b"kick "
@@ -339,7 +314,7 @@ class ListTubesWatched(NoArgs):
     __slots__ = ()
 
 
-class PauseTube(Fields):
+class PauseTube(Record):
     """``pause-tube <tube> <seconds>``."""
 
     NAME: ClassVar[bytes] = b"pause-tube"
@@ -365,7 +340,7 @@ class Quit(NoArgs):
     __slots__ = ()
 
 
-class ErrorReply(Fields):
+class ErrorReply(Record):
     """A line the parser already answered, e.g. ``b"BAD_FORMAT\\r\\n"``; send ``reply`` as is.
 
     ``stat`` names a stats counter the server must still increment, because

@@ -24,7 +24,6 @@ import socket
 import sys
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from shardq.processes.common.listener import Network, allowed, parse_networks, tls_context
@@ -87,17 +86,32 @@ def bound(max_connections: int, cap: int) -> int:
     return max_connections or cap
 
 
-@dataclass
 class Gate:
     """A door's admission settings and counters (a front-end's, the metrics endpoint's).
     `cap`: the door's own bound on open connections, besides ``limits.max_connections``."""
 
-    allow: tuple[Network, ...] = ()
-    conn_limit: int = 0
-    tls: ssl.SSLContext | None = None
-    cap: int = 0
-    connections_denied: int = 0
-    connections_refused: int = 0
+    allow: tuple[Network, ...]
+    conn_limit: int
+    tls: ssl.SSLContext | None
+    cap: int
+    connections_denied: int
+    connections_refused: int
+
+    def __init__(
+        self,
+        allow: tuple[Network, ...] = (),
+        conn_limit: int = 0,
+        tls: ssl.SSLContext | None = None,
+        cap: int = 0,
+        connections_denied: int = 0,
+        connections_refused: int = 0,
+    ) -> None:
+        self.allow = allow
+        self.conn_limit = conn_limit
+        self.tls = tls
+        self.cap = cap
+        self.connections_denied = connections_denied
+        self.connections_refused = connections_refused
 
     def take_live(self, settings: Live) -> None:
         """SIGHUP: the new allow-list and limit, for connections accepted from now on."""

@@ -18,7 +18,6 @@ import os
 import signal
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
 from shardq.config import Config
@@ -34,19 +33,40 @@ CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
 PRIVATE_SOCKET = "beanstalk.sock"
 
 
-@dataclass
 class Child:
     """One supervised process: how to start it and its current incarnation."""
 
     name: str
     argv: list[str]
-    pass_fds: tuple[int, ...] = ()
-    proc: Forked | None = None
-    started: float = 0.0
-    quick_restarts: int = 0
-    extra: list[str] = field(default_factory=list)
-    live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
-    restart_args: list[str] = field(default_factory=list)  # added when started again
+    pass_fds: tuple[int, ...]
+    proc: Forked | None
+    started: float
+    quick_restarts: int
+    extra: list[str]
+    live_args: list[str]  # settings changed by a SIGHUP
+    restart_args: list[str]  # added when started again
+
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        pass_fds: tuple[int, ...] = (),
+        proc: Forked | None = None,
+        started: float = 0.0,
+        quick_restarts: int = 0,
+        extra: list[str] | None = None,
+        live_args: list[str] | None = None,
+        restart_args: list[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = argv
+        self.pass_fds = pass_fds
+        self.proc = proc
+        self.started = started
+        self.quick_restarts = quick_restarts
+        self.extra = list() if extra is None else extra
+        self.live_args = list() if live_args is None else live_args
+        self.restart_args = list() if restart_args is None else restart_args
 
     def start(self, again: bool = False) -> None:
         """Fork it; `again`: a restart (its shard settles first: processes/shard/settling.py)."""

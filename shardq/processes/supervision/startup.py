@@ -23,7 +23,6 @@ import pwd
 import stat
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from shardq.processes.supervision.spawn import import_root
@@ -33,11 +32,17 @@ class StartupError(Exception):
     """A start-up check failed; str() is one line naming the option and the problem."""
 
 
-@dataclass(frozen=True)
 class Account:
+    __slots__ = ("name", "uid", "gid")
+
     name: str
     uid: int
     gid: int
+
+    def __init__(self, name: str, uid: int, gid: int) -> None:
+        self.name = name
+        self.uid = uid
+        self.gid = gid
 
 
 def find_user(name: str) -> Account:

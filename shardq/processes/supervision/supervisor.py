@@ -14,7 +14,6 @@ to every child (``--verbose``), so `-V` reaches every process. Its one line on s
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import logging
@@ -269,15 +268,15 @@ class Supervisor:
         for key, before, after in applied + limits:
             log.warning("SIGHUP: %s %r -> %r", key, before, after)
         if limits:
-            self.config = dataclasses.replace(
-                self.config, **{name: getattr(new, name) for name in quota.LIMIT_FIELDS}
+            self.config = self.config.replace(
+                **{name: getattr(new, name) for name in quota.LIMIT_FIELDS}
             )
         if not applied:
             if not limits:
                 log.warning("SIGHUP: nothing to change")
             return
         fields = {name: getattr(new, name) for name in live.Live._fields}
-        self.config = dataclasses.replace(self.config, **fields)
+        self.config = self.config.replace(**fields)
         settings = live.of(self.config)
         setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
         live.write(self.run_dir, settings)
@@ -408,7 +407,7 @@ def exec_supervisor(config: Config, listener: socket.socket, reload: dict[str, A
     sys.stdout.flush()
     sys.stderr.flush()
     hold_stop_signals()
-    config_json = json.dumps(dataclasses.asdict(config))
+    config_json = json.dumps(config.as_dict())
     fd = str(listener.fileno())
     argv = python_m("shardq.processes.supervision.supervisor", config_json, fd, json.dumps(reload))
     os.execv(sys.executable, argv)
