@@ -1,9 +1,10 @@
 """`Record`: the equality, hash and repr of a dataclass for plain slotted classes (the
 commands, a tube's policy).
 
-The server imports no `dataclasses` before it answers: importing it (with `inspect`, `ast`,
-`dis`, `tokenize`) and building each dataclass's methods from source took ≈ 20 ms of
-every start of `shardqd` (docs/BENCHMARKS.md, "Start-up"; tests/unit/test_preload.py).
+What is built at every start of the server is better not a dataclass: importing
+`dataclasses` (with `inspect`, `ast`, `dis`, `tokenize`: ≈ 8 ms) and building each
+dataclass's methods from source (≈ 0.5 ms a class; the 26 commands: ≈ 12 ms) come before
+its first answer (docs/BENCHMARKS.md, "Start-up").
 """
 
 from __future__ import annotations
