@@ -8,9 +8,15 @@ BIN := $(VENV)/bin
 # `pipeline` extras (pytest, ruff, mypy, pyspark) for `make test`.
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+# The editable install as a plain path in a .pth file ("compat"), not setuptools' import
+# hook: the hook imports pathlib, re and urllib.parse when Python starts, before `shardqd`
+# can bind its port (≈ 12 ms of the ≈ 35 ms to the bind, docs/BENCHMARKS.md "Start-up"). A
+# venv installed with the hook is installed again (its finder module is the mark).
+EDITABLE := --config-settings editable_mode=compat
+EDITABLE_MARK := $(if $(wildcard $(VENV)/lib/python*/site-packages/__editable___shardq_*_finder.py),.FORCE)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime clean
+.PHONY: .FORCE run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime clean
 
 run: venv bytecode
 	$(BIN)/shardq serve --config config/shardq.yaml
@@ -27,9 +33,12 @@ test: test-venv bytecode beanstalkd java strace chromium clients loadcore
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Always out of date: what a venv with the import hook depends on (EDITABLE_MARK).
+.FORCE:
+
+$(STAMP): pyproject.toml $(EDITABLE_MARK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e . $(EDITABLE)
 	touch $(STAMP)
 
 test-venv: $(TEST_STAMP)
@@ -40,9 +49,9 @@ test-venv: $(TEST_STAMP)
 bytecode:
 	$(BIN)/python -m compileall -q shardq
 
-$(TEST_STAMP): pyproject.toml
+$(TEST_STAMP): pyproject.toml $(EDITABLE_MARK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]' $(EDITABLE)
 	touch $(STAMP) $(TEST_STAMP)
 
 # $(call apt_need,COMMAND,PACKAGE,NAME): when COMMAND is missing, install PACKAGE with apt-get

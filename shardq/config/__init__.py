@@ -70,10 +70,8 @@ YAML layout::
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +108,7 @@ from shardq.config.values import (  # noqa: F401  (re-exported)
     _word,
     split_host_port,
 )
+from shardq.protocol.record import Record
 
 if TYPE_CHECKING:
     from shardq.storage.layout import Layout
@@ -139,16 +138,18 @@ def _default_server_id() -> str:
     return os.uname().nodename or "localhost"
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(Record):
+    """The settings (immutable: `replace` makes a changed copy). A plain class, not a
+    dataclass: building a dataclass's methods takes time at every start (`Record`)."""
+
     listen: str = "127.0.0.1"  # -l ADDR; beanstalkd defaults to 0.0.0.0, we deliberately do not
     port: int = 11300  # -p PORT; 0 = let the OS pick a free port
     max_job_size: int = 65535  # -z BYTES; body bytes, clamped to JOB_SIZE_LIMIT_MAX
-    shards: int = field(default_factory=_default_shards)  # --shards N; 1..MAX_SHARDS
-    serving: int = field(default_factory=_default_serving)  # --serving N; accept + host a shard
+    shards: int  # --shards N; 1..MAX_SHARDS
+    serving: int  # --serving N; accept + host a shard
     verbose: int = 0  # -V, repeatable; 0 = quiet, higher = more logging
     run_dir: str | None = None  # --run-dir; ipc sockets live here; None = fresh temp dir
-    server_id: str = field(default_factory=_default_server_id)  # `server` key; names events
+    server_id: str  # `server` key; names events
     wal_dir: str | None = None  # -b DIR; None = no write-ahead log
     fsync_ms: int | None = 50  # -f MS; 0 = fsync every write, None (-F) = never fsync
     segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
@@ -177,11 +178,44 @@ class Config:
     workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
     workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
     #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
-    tubes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tubes: dict[str, dict[str, Any]]
     #: Where the settings came from (the config file's path, or how the defaults were chosen);
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
 
+    def __init__(self, **values: Any) -> None:
+        """`values` by field name; a field not given has its default (the class attribute,
+        or what its function in `FACTORIES` returns now)."""
+        unknown = [name for name in values if name not in CONFIG_FIELDS]
+        if unknown:
+            raise TypeError(f"Config() got an unexpected keyword argument {unknown[0]!r}")
+        for name, make in FACTORIES.items():
+            if name not in values:
+                values[name] = make()
+        self.__dict__.update(values)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Config is immutable: use replace({name}=...)")
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with `changes` (as dataclasses.replace)."""
+        return Config(**{**self.as_dict(), **changes})
+
+    def as_dict(self) -> dict[str, Any]:
+        """Field name -> value, every field (as dataclasses.asdict, for JSON)."""
+        return {name: getattr(self, name) for name in CONFIG_FIELDS}
+
+
+#: The fields of a Config, in order.
+CONFIG_FIELDS = tuple(Config.__annotations__)
+Config.__match_args__ = CONFIG_FIELDS  # type: ignore[misc]  # (what Record compares)
+#: The fields whose default is computed when a Config is made, not fixed.
+FACTORIES: dict[str, Callable[[], Any]] = {
+    "shards": _default_shards,
+    "serving": _default_serving,
+    "server_id": _default_server_id,
+    "tubes": dict,
+}
 
 Validator = Callable[[str, Any, bool], Any]
 
@@ -291,10 +325,10 @@ def load_config(
         values[name] = FIELDS[name][1](wheres[name], raw, True)
     if written is not None:
         values["shards"] = _written_shards(values, wheres, *written)
-    config = replace(Config(), **values)
+    config = Config(**values)
     if "serving" not in values:  # the default, within the shards and colocation given
         serving = min(config.serving, config.shards) if config.colocate else 1
-        config = replace(config, serving=serving)
+        config = config.replace(serving=serving)
     if config.serving > config.shards:
         if "shards" in values:
             of_log = f", the count the log in {written[1]} was written with" if written else ""
@@ -302,7 +336,7 @@ def load_config(
                 "serving",
                 f"must not exceed shards ({config.shards}{of_log}): each hosts one shard",
             )
-        config = replace(config, shards=config.serving)
+        config = config.replace(shards=config.serving)
     if config.serving > 1 and not config.colocate:
         raise ConfigError("colocate", "must be true with several serving processes")
     return config
@@ -359,7 +393,7 @@ def read_config(
             )
     if text is None:
         origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
-    return dataclasses.replace(config, source=origin)
+    return config.replace(source=origin)
 
 
 def written_layout(

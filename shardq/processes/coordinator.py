@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -44,17 +43,36 @@ logger = logging.getLogger(__name__)
 RESEND_AFTER_S = 1.0  #: a fan-out still unanswered after this long is asked again
 
 
-@dataclass(slots=True)
 class Gather:
     """A fan-out in progress: who asked, and the parts received so far."""
+
+    __slots__ = ("peer", "rid", "op", "extra", "sent_at", "every_key", "parts")
 
     peer: bytes
     rid: int
     op: int
     extra: Any
     sent_at: float
-    every_key: bool = False  # stats: the limit-* keys even when no limit is set (metrics)
-    parts: dict[int, list[Any]] = field(default_factory=dict)  # shard -> its answer
+    every_key: bool  # stats: the limit-* keys even when no limit is set (metrics)
+    parts: dict[int, list[Any]]  # shard -> its answer
+
+    def __init__(
+        self,
+        peer: bytes,
+        rid: int,
+        op: int,
+        extra: Any,
+        sent_at: float,
+        every_key: bool = False,
+        parts: dict[int, list[Any]] | None = None,
+    ) -> None:
+        self.peer = peer
+        self.rid = rid
+        self.op = op
+        self.extra = extra
+        self.sent_at = sent_at
+        self.every_key = every_key
+        self.parts = dict() if parts is None else parts
 
 
 class BlockTable:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import cast
 
 from shardq.protocol.commands import (
@@ -107,16 +106,27 @@ def _tube(line: bytes, pos: int) -> str | None:
 # the matched prefix, and returns a Command or a _PutHeader.
 
 
-@dataclass(slots=True)
 class _PutHeader:
     """A put line that parsed; the parser still has to read (or skip) its body."""
+
+    __slots__ = ("pri", "delay", "ttr", "size", "garbage", "shed")
 
     pri: int
     delay: int
     ttr: int
     size: int
     garbage: bool  # text followed the size; an error only if the size is allowed
-    shed: bool = False  # its body could not be kept (out of memory): dropped, as too big
+    shed: bool  # its body could not be kept (out of memory): dropped, as too big
+
+    def __init__(
+        self, pri: int, delay: int, ttr: int, size: int, garbage: bool, shed: bool = False
+    ) -> None:
+        self.pri = pri
+        self.delay = delay
+        self.ttr = ttr
+        self.size = size
+        self.garbage = garbage
+        self.shed = shed
 
 
 Handler = Callable[[bytes, int], "Command | _PutHeader"]

@@ -8,7 +8,6 @@ the exec); the supervisor passes what it returns on to its children.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import warnings
 from pathlib import Path
@@ -74,7 +73,7 @@ class Reloader:
                 log.info("SIGHUP: the config is as it was; nothing to change")
             return None
         names = (*(quota.LIMIT_FIELDS if limits else ()), *(live.Live._fields if applied else ()))
-        config = dataclasses.replace(running, **{name: getattr(new, name) for name in names})
+        config = running.replace(**{name: getattr(new, name) for name in names})
         settings = live.of(config) if applied else None
         if settings is not None:
             setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
