@@ -324,3 +324,11 @@ def make_cert(directory: Path, name: str, cn: str) -> tuple[Path, Path]:
         timeout=30,
     )
     return cert, key
+
+
+def shard_key_config(directory: Path) -> Path:
+    """A config file that asks for stats-tube's `shard` key (`stats_tube_shard`), which a
+    test reads to see where a tube is."""
+    path = directory / "shard-key.yaml"
+    path.write_text("stats_tube_shard: true\n")
+    return path

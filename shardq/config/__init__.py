@@ -157,6 +157,7 @@ class Config(Record):
     colocate: bool = True  # --no-colocate; serving process 0 hosts shard 0 (docs/ARCHITECTURE.md)
     poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
     stats_yaml: str = "plain"  # --stats-yaml; plain (beanstalkd 1.12) or quoted (1.13)
+    stats_tube_shard: bool = False  # stats-tube names the tube's shard (several); no flag
     user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
     max_connections: int = 0  # --max-connections N; 0 = no limit; more are closed at accept
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
@@ -236,6 +237,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "colocate": ("colocate", _bool),
     "poll_us": ("poll_us", _poll_us),
     "stats_yaml": ("stats_yaml", _stats_yaml),
+    "stats_tube_shard": ("stats_tube_shard", _bool),
     "user": ("user", _user),
     "max_connections": ("limits.max_connections", _count),
     "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
