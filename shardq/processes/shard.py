@@ -27,7 +27,7 @@ from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
-from shardq.processes import lifeline, live, quota, wakeup
+from shardq.processes import lifeline, live, outofmemory, quota, wakeup
 from shardq.processes import shard_ops as ops
 from shardq.processes.closing import Closing
 from shardq.processes.holding import Holding, Outbox
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
+RETRY_SEND_MS = 50  #: how soon replies that memory was short to pack are tried again
 
 #: ops that settling (a restarted shard, processes/settling.py) holds, drops or counts
 SETTLING_OPS = frozenset(
@@ -145,12 +146,16 @@ class ShardCore(Holding):
             payload = self.failed(req[0], req[1], e)
         return None if payload is None else [req[1], *payload]
 
-    def handle_into(self, peer: bytes, req: list[Any], now: int, out: Outbox) -> None:
+    def handle_into(self, peer: bytes, req: list[Any] | wire.Unread, now: int, out: Outbox) -> None:
         """Apply one request and put its reply, and the events it caused, into `out` in the
         order they happened. The order matters: a put that serves an offer-mode waiter and
         a CANCEL of that waiter in the same batch must reach the acceptor as OFFER, then
-        CANCELLED, or the acceptor would think no offer could follow and strand the job."""
-        reply = self.handle(peer, req, now)
+        CANCELLED, or the acceptor would think no offer could follow and strand the job.
+        A request that could not be decoded for want of memory is answered OUT_OF_MEMORY."""
+        if isinstance(req, wire.Unread):
+            reply: list[Any] | None = [req.rid, *self.failed(req.op, req.rid, MemoryError())]
+        else:
+            reply = self.handle(peer, req, now)
         if reply is not None:
             out.setdefault(peer, []).append(reply)
         if self.engine.events:
@@ -251,8 +256,12 @@ class ShardCore(Holding):
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client, or
         OUT_OF_MEMORY when memory ran out (what beanstalkd answers then)."""
-        log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
-        answer = proto.OUT_OF_MEMORY if isinstance(error, MemoryError) else proto.INTERNAL_ERROR
+        if isinstance(error, MemoryError):
+            outofmemory.note(f"shard {self.index}: a request, answered OUT_OF_MEMORY")
+            answer = proto.OUT_OF_MEMORY
+        else:
+            log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
+            answer = proto.INTERNAL_ERROR
         if op in (ops.RESERVE, ops.RESERVE_JOB):
             return [FINAL, answer]
         return [answer, 0]
@@ -384,6 +393,8 @@ class ShardServer:
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.wakeup = -1  # see `watch_signals`
+        #: replies not sent yet: a turn that ran out of memory leaves them to the next
+        self.out: Outbox = {}
 
     def watch_signals(self) -> None:
         """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
@@ -392,7 +403,8 @@ class ShardServer:
         self.poller.register(self.wakeup, zmq.POLLIN)
 
     def receive(self) -> list[tuple[bytes, list[Any]]]:
-        """The batches the socket holds (a bounded number of messages), with their peers."""
+        """The batches the socket holds (a bounded number of messages), with their peers;
+        a request that memory was short to decode comes as `wire.Unread`."""
         batches = []
         for _ in range(MAX_MESSAGES_PER_TURN):
             try:
@@ -402,7 +414,7 @@ class ShardServer:
             if stranger(peer):
                 continue
             try:
-                batches.append((peer, wire.unpack(data)))
+                batches.append((peer, wire.unpack_requests(data)))
             except ValueError:
                 log.warning("shard %d: dropped a malformed message", self.core.index)
         return batches
@@ -417,14 +429,23 @@ class ShardServer:
         """Handle what the socket holds (a bounded number of messages) into `out`."""
         self.handle(self.receive(), now, out)
 
-    def send_replies(self, out: dict[bytes, list]) -> None:
-        for peer, replies in out.items():
-            if replies:
-                self.sock.send_multipart([peer, wire.pack(replies)])
+    def send_replies(self, out: Outbox) -> None:
+        """Each peer's replies as one batch; out of memory, one reply a batch, and what
+        still cannot be packed stays in `out` for the next turn (no reply is lost)."""
+        for peer in list(out):
+            replies = out[peer]
+            try:
+                if replies:
+                    self.sock.send_multipart([peer, wire.pack(replies)])
+                del out[peer]
+            except MemoryError:
+                while replies:
+                    self.sock.send_multipart([peer, wire.pack(replies[:1])])
+                    del replies[0]
 
     def turn(self, timeout_ms: int | None) -> None:
         core = self.core
-        out: dict[bytes, list] = {}
+        out = self.out  # kept across a turn that ran out of memory
         if self.poller.poll(timeout_ms):
             if self.wakeup >= 0:
                 wakeup.drain(self.wakeup)
@@ -438,8 +459,13 @@ class ShardServer:
     def serve_forever(self) -> None:
         while True:
             lifeline.check()
-            wake = self.core.next_wakeup()
-            timeout = MAX_SLEEP_MS
-            if wake is not None:
-                timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
-            self.turn(timeout)
+            outofmemory.guard(self.next_turn)
+
+    def next_turn(self) -> None:
+        """A turn that sleeps until the next message or timer, or until replies that a
+        turn out of memory left are tried again."""
+        wake = self.core.next_wakeup()
+        timeout = RETRY_SEND_MS if self.out else MAX_SLEEP_MS
+        if wake is not None:
+            timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
+        self.turn(timeout)
