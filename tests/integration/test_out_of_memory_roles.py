@@ -11,14 +11,17 @@ else (it is not restarted: its pid stays), and every acknowledged job stays.
 from __future__ import annotations
 
 import os
+import select
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import connect, poll_for, tube_on_shard
+from helpers import connect, poll_for, tube_on_shard, wal_args
+from kestrel_server import Raw, kestrel_server_fixture  # noqa: F401  (the fixture)
 from memory_cap import (
+    BODY,
     ask,
     cap_above_now,
     cap_address_space,
@@ -26,6 +29,11 @@ from memory_cap import (
     put_until_refused,
     ready_jobs,
 )
+from workq_server import Workq, add, new_id, workq_server_fixture  # noqa: F401  (the fixture)
+
+from shardq.bench.procs import role_pids
+from shardq.protocol import kestrel_replies as kr
+from shardq.protocol import workq_replies as wr
 
 
 @pytest.mark.parametrize("durable", [False, True], ids=["memory", "b"])
@@ -71,3 +79,106 @@ def test_a_shard_process_out_of_memory_answers_it_and_serves_on(
         poll_for(lambda: ready_jobs(keeper, tube) == 50 + inserted, timeout=15)
     producer.close()
     keeper.close()
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "b"])
+def test_the_workq_front_end_out_of_memory_answers_it_and_serves_on(
+    durable: bool, workq_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The Workq front-end keeps every job's payload (its registry): capped, the add it
+    cannot hold is answered Workq's out-of-memory error, and it goes on."""
+    server = workq_server(1, wal_args(tmp_path / "wal") if durable else ())
+    pids = role_pids(server.proc.pid)
+    capped = pids["workq"]
+    keeper = Workq(server.workq)
+    kept = [new_id() for _ in range(20)]
+    for ident in kept:
+        assert add(keeper, ident, "small", b"hello") == b"+OK\r\n"
+    cap_above_now(capped)
+
+    producer = Workq(server.workq)
+    added: list[str] = []
+    for _ in range(3000):  # 180 MB of payloads: far past the cap
+        ident = new_id()
+        outcome = add(producer, ident, "big", BODY)
+        if outcome != b"+OK\r\n":
+            break
+        added.append(ident)
+    assert outcome == wr.OUT_OF_MEMORY, outcome
+    assert producer.cmd(b"inspect queue small\r\n") == (
+        b"+OK 1\r\nsmall 2\r\nready-len 20\r\nscheduled-len 0\r\n"
+    )
+    for _ in range(5):  # new clients are served, and its jobs
+        fresh = Workq(server.workq)
+        leased = fresh.cmd(b"lease small 1000\r\n")
+        assert leased.startswith(b"+OK 1\r\n"), leased
+        ident = leased.split(b"\r\n")[1].split()[0].decode()
+        assert fresh.cmd(f"complete {ident} 2\r\nok\r\n".encode()) == b"+OK\r\n"
+        fresh.close()
+    assert role_pids(server.proc.pid) == pids, "a process was restarted"
+    assert "out of memory" in server.stderr_path.read_text()
+    if durable:  # memory back, the process killed: its journal holds every job it took
+        cap_address_space(capped, "unlimited")
+        os.kill(capped, signal.SIGKILL)
+        poll_for(lambda: role_pids(server.proc.pid).get("workq") not in (None, capped))
+        keeper = Workq(server.workq)
+    assert keeper.cmd(b"inspect queue big\r\n") == (
+        b"+OK 1\r\nbig 2\r\nready-len %d\r\nscheduled-len 0\r\n" % len(added)
+    )
+    if durable:  # and each is whole (inspected where memory is plenty again)
+        for ident in added[-3:]:
+            assert keeper.cmd(f"inspect job {ident}\r\n".encode()).startswith(b"+OK 1\r\n")
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "b"])
+def test_the_kestrel_front_end_out_of_memory_answers_it_and_serves_on(
+    durable: bool, kestrel_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The Kestrel front-end holds what its clients sent until a whole item is there:
+    capped, clients that each send most of an item fill it; the one whose input memory is
+    short for is answered memcached's out-of-memory error (and closed: its stream cannot
+    be followed), the others' items are stored, and it goes on."""
+    server = kestrel_server(1, wal_args(tmp_path / "wal") if durable else ())
+    pids = role_pids(server.proc.pid)
+    capped = pids["kestrel"]
+    keeper = Raw(server.kestrel)
+    for _ in range(20):
+        assert keeper.ask(b"set kept 0 3600 5\r\nhello\r\n") == b"STORED\r\n"
+    cap_above_now(capped, 16 * 1024)
+
+    head = b"set big 0 3600 %d\r\n" % len(BODY)
+    senders: list[Raw] = []
+    refused: list[Raw] = []
+    while not refused and len(senders) < 600:  # 36 MB of items: far past the cap
+        sender = Raw(server.kestrel)
+        sender.send(head + BODY[:-1000])  # most of an item: held until it is whole
+        senders.append(sender)
+        readable, _, _ = select.select([s.sock for s in senders], [], [], 0.01)
+        refused = [s for s in senders if s.sock in readable]
+    if not refused:
+        readable, _, _ = select.select([s.sock for s in senders], [], [], 5)
+        refused = [s for s in senders if s.sock in readable]
+    assert refused, "no client was told memory ran out"
+    for sender in refused:
+        assert sender.read_until(b"\r\n") == kr.OUT_OF_MEMORY
+        assert sender.eof()
+    stored = 0
+    for sender in senders:
+        if sender not in refused:
+            sender.send(BODY[-1000:] + b"\r\n")  # the item's end: stored, or refused
+            answer = sender.read_until(b"\r\n")
+            assert answer in (b"STORED\r\n", kr.OUT_OF_MEMORY), answer
+            stored += answer == b"STORED\r\n"
+        sender.close()
+    assert stored, "no item was stored"
+    fresh = Raw(server.kestrel)  # new clients are served
+    assert fresh.get("kept") == b"VALUE kept 0 5\r\nhello\r\nEND\r\n"
+    assert role_pids(server.proc.pid) == pids, "a process was restarted"
+    assert "out of memory" in server.stderr_path.read_text()
+    if durable:  # memory back, the process killed: its items stay (they are jobs)
+        cap_address_space(capped, "unlimited")
+        os.kill(capped, signal.SIGKILL)
+        poll_for(lambda: role_pids(server.proc.pid).get("kestrel") not in (None, capped))
+    bs = connect(server.port)
+    assert ready_jobs(bs, "big") == stored
+    assert ready_jobs(bs, "kept") == 19

@@ -38,6 +38,7 @@ def next_parsed(s: Session) -> k.Command | None:
 
 class Frontend(FrontendLoop):
     UNAVAILABLE = r.UNAVAILABLE
+    OUT_OF_MEMORY = r.OUT_OF_MEMORY
 
     def __init__(
         self,
