@@ -22,7 +22,7 @@ import typer
 from shardq import __version__
 from shardq.config import DEFAULT_CONFIG
 from shardq.log import setup as setup_logging
-from shardq.processes.spawn import pin_import_root
+from shardq.processes.supervision.spawn import pin_import_root
 from shardq.start import EXIT_FAILURE, EXIT_OK, start_server
 from shardq.usage import SuggestingCommand
 
@@ -121,7 +121,7 @@ def serve(
     no_colocate: Annotated[
         bool,
         typer.Option(
-            "--no-colocate", help="Run shard 0 in its own process, not inside the acceptor."
+            "--no-colocate", help="Run shard 0 in its own process, not inside the serving process."
         ),
     ] = False,
     poll_us: Annotated[

@@ -21,7 +21,7 @@ import sys
 
 from shardq import __version__
 from shardq.flags import EXIT_OK, FLAGS
-from shardq.processes.bind import bind_listener
+from shardq.processes.common.bind import bind_listener
 
 TYPE_CHECKING = False  # typing (≈ 3 ms) and pathlib are not imported before the bind
 if TYPE_CHECKING:

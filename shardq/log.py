@@ -2,7 +2,7 @@
 
 Each process calls `setup(role, verbose)` once at its start (the supervisor, every child,
 `shardq bench`); modules log through ``logging.getLogger(__name__)`` and never configure
-handlers themselves. A line reads ``shardq[acceptor] WARNING message``.
+handlers themselves. A line reads ``shardq[serving] WARNING message``.
 
 `verbose` is the config's `verbose` (`-V` counts): 0 shows warnings and errors, 1 (`-V`)
 adds INFO, 2 and more (`-VV`) DEBUG; the config's `log.level` (debug, info, warning,

@@ -6,7 +6,7 @@ own command line) both end here; `shardqd` imports nothing more, so it binds wit
 
 A bad config file or flag, a directory the server could not use or a user it could not
 become prints ONE line naming the key or flag and the problem to stderr and exits with
-EXIT_CONFIG, before anything is bound or started (shardq.processes.startup); an address
+EXIT_CONFIG, before anything is bound or started (shardq.processes.supervision.startup); an address
 that cannot be listened on exits with EXIT_LISTEN.
 """
 
@@ -36,8 +36,14 @@ from shardq.flags import (  # noqa: F401  (re-exported)
     EXIT_OK,
     FLAGS,
 )
-from shardq.processes.listener import bind_listener, close_listener, describe, tls_context, why
-from shardq.processes.startup import (
+from shardq.processes.common.listener import (
+    bind_listener,
+    close_listener,
+    describe,
+    tls_context,
+    why,
+)
+from shardq.processes.supervision.startup import (
     LOCK_FILE,
     StartupError,
     check_start,
@@ -73,7 +79,7 @@ def setting_name(name: str, overrides: dict[str, Any], config: Config) -> str:
 def check_and_bind(
     config: Config, overrides: dict[str, Any], bound: socket.socket | None = None
 ) -> socket.socket:
-    """`shardq.processes.startup.check_start` on the directories and user of `config`,
+    """`shardq.processes.supervision.startup.check_start` on the directories and user of `config`,
     the lock on `-b` and `--run-dir` (one server per directory), held from here on through
     the exec into the supervisor, then the listening socket: bound here, before the
     processes start, so a client that connects at once waits in the backlog instead of
@@ -210,7 +216,10 @@ def start_server(
     for flag in ignored or ():
         say(f"warning: {flag} is ignored: the log is always compacted")
 
-    from shardq.processes.supervisor import exec_supervisor, run_supervisor  # lazy: see above
+    from shardq.processes.supervision.supervisor import (  # lazy: see above
+        exec_supervisor,
+        run_supervisor,
+    )
 
     reload = {
         "config_file": None if config_file is None else str(config_file),

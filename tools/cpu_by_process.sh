@@ -22,7 +22,7 @@ PORT=$(grep -o "listening on 127.0.0.1:[0-9]*" "$OUT/server.log" | cut -d: -f2)
 snap() {
 	for c in $S $(pgrep -P "$S"); do
 		role=$(tr '\0' ' ' < "/proc/$c/cmdline" | sed -E \
-			's/.*child (coordinator|shard [0-9]+|acceptor).*--index=([0-9]+).*/\1 \2/; s/.*child (coordinator|shard [0-9]+).*/\1/; s/.*supervisor.*/supervisor/')
+			's/.*child (coordinator|shard [0-9]+|serving).*--index=([0-9]+).*/\1 \2/; s/.*child (coordinator|shard [0-9]+).*/\1/; s/.*supervisor.*/supervisor/')
 		echo "$role|$(awk '{print $14+$15}' "/proc/$c/stat")"
 	done
 }

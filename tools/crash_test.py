@@ -18,7 +18,7 @@ Kill modes: ``group`` (default) SIGKILLs every process of the server at once (it
 process group); ``supervisor`` SIGKILLs only the server's main pid (shardq's children
 then stop on their own); ``shard`` SIGKILLs one shardq shard process while the server
 keeps running: then clients must see a delay, not an error, no job may be delivered
-twice, and the drain runs on the same server; ``acceptor`` SIGKILLs shardq's acceptor
+twice, and the drain runs on the same server; ``serving`` SIGKILLs shardq's serving process
 (colocated, it also runs shard 0): its clients lose their connections, the supervisor
 restarts it, and the drain runs on the same server.
 
@@ -226,8 +226,8 @@ def run_round(
         load.start()
         if kill == "shard":
             return _shard_round(server, load, ledger, seconds, tag, rng)
-        if kill == "acceptor":
-            return _acceptor_round(server, load, ledger, seconds, tag, rng)
+        if kill == "serving":
+            return _serving_round(server, load, ledger, seconds, tag, rng)
         time.sleep(seconds * rng.uniform(0.6, 1.0))  # the load runs; the kill point varies
         load.killed.set()
         if kill == "supervisor":
@@ -286,17 +286,17 @@ def _shard_round(
     return result
 
 
-def _acceptor_round(
+def _serving_round(
     server: Server, load: Load, ledger: Ledger, seconds: float, tag: str, rng: random.Random
 ) -> Result:
-    """SIGKILL a serving process (acceptor; colocated, it also runs a shard), one picked at
+    """SIGKILL a serving process (serving process; colocated, it also runs a shard), one picked at
     random when there are several: its clients lose their connections, the supervisor
     restarts it, its shard replays its log; drain that server."""
     assert server.proc is not None
     time.sleep(seconds * rng.uniform(0.6, 1.0))
-    serving = {r: p for r, p in role_pids(server.proc.pid).items() if r.startswith("acceptor")}
+    serving = {r: p for r, p in role_pids(server.proc.pid).items() if r.startswith("serving")}
     if not serving:
-        raise RuntimeError("no acceptor process found (is this a shardq server?)")
+        raise RuntimeError("no serving process found (is this a shardq server?)")
     role = rng.choice(sorted(serving))
     victim = serving[role]
     load.killed.set()
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--seconds", type=float, default=3.0, help="load time per round [3]")
     ap.add_argument("--rounds", type=int, default=3, help="rounds [3]")
-    ap.add_argument("--kill", choices=("group", "supervisor", "shard", "acceptor"), default="group")
+    ap.add_argument("--kill", choices=("group", "supervisor", "shard", "serving"), default="group")
     ap.add_argument("--producers", type=int, default=6)
     ap.add_argument("--consumers", type=int, default=6)
     ap.add_argument("--seed", type=int, default=None)

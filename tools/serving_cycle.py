@@ -1,11 +1,11 @@
 """The serving process's own cost per command, in one process with no load tool beside it.
 
-A real `Acceptor` hosting a real shard (its ZeroMQ sockets bound in a temp run dir, no
+A real `ServingProcess` hosting a real shard (its ZeroMQ sockets bound in a temp run dir, no
 other process: ids come from one large block given to it up front) serves C client
 connections made with socketpair(). Each round every client sends its next command of a
 put / reserve-with-timeout 0 / delete cycle (a third of them at each step, so a turn
-carries a mix, as under `bload -w mixed`), the acceptor runs turns until every client has
-its reply, and only the acceptor's turns are timed. So the figure is the serving path
+carries a mix, as under `bload -w mixed`), the serving process runs turns until every client has
+its reply, and only the serving process's turns are timed. So the figure is the serving path
 (epoll, recv, the commands, the engine, send), without the clients' CPU or a machine's
 other load, and repeatable: the best of R repetitions is printed in µs per command.
 
@@ -24,43 +24,43 @@ import statistics
 import tempfile
 import time
 
-from shardq.processes.acceptor.conn import Conn
-from shardq.processes.acceptor.loop import Acceptor
-from shardq.processes.shard import ShardCore
+from shardq.processes.serving.conn import Conn
+from shardq.processes.serving.loop import ServingProcess
+from shardq.processes.shard.core import ShardCore
 
 BODY = b"x" * 100
 PUT = b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY)
 RESERVE = b"reserve-with-timeout 0\r\n"
 
 
-def make_acceptor(run_dir: str) -> tuple[Acceptor, socket.socket]:
+def make_serving(run_dir: str) -> tuple[ServingProcess, socket.socket]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    acceptor = Acceptor(listener.detach(), run_dir, 1, 65535, ShardCore(0, True))
-    acceptor.spare[0] = [range(1, 1 << 40)]  # ids at hand: no coordinator to lease from
-    acceptor.accepting = True
-    return acceptor, listener
+    serving_proc = ServingProcess(listener.detach(), run_dir, 1, 65535, ShardCore(0, True))
+    serving_proc.spare[0] = [range(1, 1 << 40)]  # ids at hand: no coordinator to lease from
+    serving_proc.accepting = True
+    return serving_proc, listener
 
 
-def connect(acceptor: Acceptor, n: int) -> list[socket.socket]:
-    """n client connections, registered with the acceptor as accepted ones are."""
+def connect(serving_proc: ServingProcess, n: int) -> list[socket.socket]:
+    """n client connections, registered with the serving process as accepted ones are."""
     clients = []
     for i in range(n):
         ours, theirs = socket.socketpair()
         ours.setblocking(False)
         conn = Conn(i + 1, ours, 65535)
-        acceptor.conns[conn.id] = conn
-        acceptor.interest(conn)
+        serving_proc.conns[conn.id] = conn
+        serving_proc.interest(conn)
         clients.append(theirs)
     return clients
 
 
 def run(conns: int, rounds: int) -> float:
-    """Seconds of acceptor turns per command."""
+    """Seconds of serving process turns per command."""
     with tempfile.TemporaryDirectory() as run_dir:
-        acceptor, _listener = make_acceptor(run_dir)
-        clients = connect(acceptor, conns)
+        serving_proc, _listener = make_serving(run_dir)
+        clients = connect(serving_proc, conns)
         step = [i % 3 for i in range(conns)]  # 0 put, 1 reserve, 2 delete
         held: list[bytes] = [b""] * conns
         busy = 0.0
@@ -78,7 +78,7 @@ def run(conns: int, rounds: int) -> float:
             waiting = set(range(conns))
             while waiting:
                 started = time.perf_counter()
-                acceptor.turn()
+                serving_proc.turn()
                 busy += time.perf_counter() - started
                 for i in list(waiting):
                     try:

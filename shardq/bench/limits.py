@@ -31,7 +31,7 @@ import os
 import shlex
 from typing import Any
 
-from shardq.processes.spawn import python_m
+from shardq.processes.supervision.spawn import python_m
 
 #: A side at this fraction of the stub's ops/s or more is flagged "L": within 25 %, the noise
 #: of a shared 2-vCPU machine (beanstalkd against itself gives 0.84-1.21 per row, loadgen's

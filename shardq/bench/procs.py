@@ -22,8 +22,8 @@ import threading
 import time
 from typing import IO
 
-from shardq.processes.child import role_of_pid
-from shardq.processes.supervisor import FRONT_LISTENING, LISTENING, METRICS_LISTENING
+from shardq.processes.supervision.child import role_of_pid
+from shardq.processes.supervision.supervisor import FRONT_LISTENING, LISTENING, METRICS_LISTENING
 
 #: ``shardq listening on HOST:PORT`` (`supervisor.LISTENING`), then an optional line end.
 _LISTENING = re.compile(
@@ -266,7 +266,7 @@ def is_listening(port: int) -> bool:
 
 
 def child_role(pid: int) -> str | None:
-    """'coordinator', 'acceptor' or 'shard <i>' for a shardq child process, else None."""
+    """'coordinator', 'serving' or 'shard <i>' for a shardq child process, else None."""
     return role_of_pid(pid)
 
 

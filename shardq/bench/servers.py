@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from shardq.bench.procs import cmdline, free_port, is_alive, kill_pids, stat_fields, terminate, tree
-from shardq.processes.child import role_of_pid
-from shardq.processes.spawn import python_m
+from shardq.processes.supervision.child import role_of_pid
+from shardq.processes.supervision.spawn import python_m
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -34,7 +34,7 @@ def command_argv(template: str, port: int) -> list[str]:
 
 
 def role(pid: int) -> str:
-    """A short name: the shardq child role (acceptor, shard, coordinator) or the program."""
+    """A short name: the shardq child role (serving process, shard, coordinator) or the program."""
     child = role_of_pid(pid)
     if child is not None:
         return child.split()[0]
@@ -42,7 +42,7 @@ def role(pid: int) -> str:
     if not args:
         return "?"
     shardqd = any(Path(a).name == "shardqd" for a in args[:2])  # run as a script
-    if "shardq.processes.supervisor" in args or "serve" in args or shardqd:
+    if "shardq.processes.supervision.supervisor" in args or "serve" in args or shardqd:
         return "supervisor"
     if "shardq.bench.stub" in args:
         return "stub"

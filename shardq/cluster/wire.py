@@ -6,11 +6,11 @@ that sent the request. `rid` is chosen by the sender and unique among its reques
 flight; a waiting reserve is answered later under the rid it came with. Ops marked
 "no reply" are fire-and-forget.
 
-Shard ops, their arguments and answers: shardq/processes/shard_ops.py.
+Shard ops, their arguments and answers: shardq/processes/shard/ops.py.
 
-Coordinator ops (acceptor -> coordinator): LEASE(shard) -> [block];
+Coordinator ops (serving process -> coordinator): LEASE(shard) -> [block];
 BLOCKS -> [[[block, shard], ...]] (every block leased so far, from its fsynced table);
-STATS(acceptor fields dict) -> [reply]; LIST_TUBES -> [reply].
+STATS(serving process fields dict) -> [reply]; LIST_TUBES -> [reply].
 
 A connection handed from one serving process to another (`Handoff`) travels as one
 datagram on the receiver's unix socket, its file descriptor attached (SCM_RIGHTS); the

@@ -22,7 +22,7 @@ YAML layout::
     shards: 4              # omitted -> the count a -b log was written with, else `serving`
     serving: 2             # serving processes, each accepting clients and hosting a shard
                            # (omitted -> 2 with 2 cores or more; at most `shards`)
-    colocate: true         # the acceptor runs shard 0 in its own process (no hop for its tubes)
+    colocate: true         # serving process 0 runs shard 0 in its own process (no hop)
     poll_us: 100           # after a busy turn, poll this long before sleeping (0: never)
     stats_yaml: plain      # plain: beanstalkd 1.12's bytes (name: foo); quoted: 1.13's
     user: null             # -u: become this user after binding the port (needs root)
@@ -153,7 +153,7 @@ class Config:
     fsync_ms: int | None = 50  # -f MS; 0 = fsync every write, None (-F) = never fsync
     segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
     events_dir: str | None = None  # --events DIR; job event log for `shardq analyze`; None = off
-    colocate: bool = True  # --no-colocate; the acceptor hosts shard 0 (see docs/ARCHITECTURE.md)
+    colocate: bool = True  # --no-colocate; serving process 0 hosts shard 0 (docs/ARCHITECTURE.md)
     poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
     stats_yaml: str = "plain"  # --stats-yaml; plain (beanstalkd 1.12) or quoted (1.13)
     user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay

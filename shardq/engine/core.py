@@ -20,7 +20,7 @@ from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record,
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
 
-# Kinds of reserve outcome, sent to the acceptor with the reply bytes (see reserve.py).
+# Kinds of reserve outcome, sent to the serving process with the reply bytes (see reserve.py).
 RESERVED, OFFER, WAITING, FINAL, CANCELLED = 1, 2, 3, 4, 5
 
 TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size (timers.py)

@@ -5,7 +5,7 @@ answers with the reply bytes the client will see. Things that happen later — a
 waiting reserve being served, timing out, a job offered to a cross-shard reserver —
 are appended to `self.events` as (rid, payload) pairs for the process shell to send.
 
-Connections are identified by integers the acceptor hands out; `rid` identifies
+Connections are identified by integers the serving process hands out; `rid` identifies
 one reserve request. The engine never trusts a connection to own a job: it checks.
 
 `Engine` is this module's commands (put, delete, release, bury, touch, kick, peek, pause)
@@ -89,8 +89,8 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         return b"INSERTED %d\r\n" % job_id
 
     def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:
-        """`resent`: the acceptor resends a delete of a job the connection held to a shard that
-        restarted; if the job is gone, the first try reached the log before the crash."""
+        """`resent`: the serving process resends a delete of a job the connection held to a shard
+        that restarted; if the job is gone, the first try reached the log before the crash."""
         job = self.jobs.get(job_id)
         if job is None and resent:
             return replies.DELETED
@@ -155,7 +155,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         return replies.BURIED
 
     def touch(self, conn: int, job_id: int, now: int) -> list[Any]:
-        """Answer TOUCHED with the new deadline, so the acceptor can track DEADLINE_SOON."""
+        """Answer TOUCHED with the new deadline, so the serving process can track DEADLINE_SOON."""
         job = self._owned_by(job_id, conn)
         if job is None:
             return [replies.NOT_FOUND, 0]

@@ -2,7 +2,7 @@
 
 A reserve is answered at once with the best ready job of its tubes, or waits (a waiter)
 until a job comes, it times out or its connection's DEADLINE_SOON begins. A reserve that
-spans shards is served in offer mode: the job is offered, and the acceptor accepts or
+spans shards is served in offer mode: the job is offered, and the serving process accepts or
 declines it. Connections that close or come back after a restart are handled here too.
 """
 
@@ -33,7 +33,7 @@ __all__ = [
 
 class Reserved(NamedTuple):
     """The payload a reserve is answered with when a job was reserved (a list of these
-    fields, in this order, on the wire). The acceptor unpacks it into these names rather
+    fields, in this order, on the wire). The serving process unpacks it into these names rather
     than building the tuple: this is the reserve hot path."""
 
     kind: int  # RESERVED
@@ -44,12 +44,12 @@ class Reserved(NamedTuple):
 
 class Offer(NamedTuple):
     """The payload of an offer to a cross-shard reserver (a list of these fields, in this
-    order, on the wire; the acceptor names them with ``Offer._make``)."""
+    order, on the wire; the serving process names them with ``Offer._make``)."""
 
     kind: int  # OFFER
     reply: bytes  # the RESERVED line the client gets if it accepts
     job_id: int
-    ttr: int  # ns; the TTR starts when the acceptor accepts
+    ttr: int  # ns; the TTR starts when the serving process accepts
     pri: int
     seq: int  # put order: (pri, seq) picks the best offer across shards
     conn: int  # the connection it is offered to (a stray offer is declined for it)
@@ -149,9 +149,9 @@ class Reserving(EngineCore):
         """Answer a reserve now, or register it as a waiter and answer None.
 
         `soon_at` is when the connection's soonest reserved job enters the safety margin
-        (the acceptor knows every shard's reservations of the connection, so it computes it).
+        (the serving process knows every shard's reservations of the connection, so it computes it).
         An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
-        deadlines to the acceptor.
+        deadlines to the serving process.
         """
         self.tick(now)  # a pause that just ended serves the waiters that came first
         job = self._best_job(tubes, now)
@@ -175,7 +175,7 @@ class Reserving(EngineCore):
         return [WAITING] if offer else None
 
     def cancel(self, rid: int) -> bool:
-        """Withdraw a waiting reserve (the acceptor timed it out or was served elsewhere).
+        """Withdraw a waiting reserve (the serving process timed it out or was served elsewhere).
         False when there was no such waiter: it was served already, and its answer (an
         event) is on its way or still in `events`."""
         waiter = self.waiters.get(rid)
@@ -213,7 +213,7 @@ class Reserving(EngineCore):
     def disconnect(self, conn: int, now: int, hold: bool = False) -> list[str]:
         """A connection closed: its waiters go away and its jobs are ready again at once.
         With `hold`, the tubes they go back to are held closed to reserves (as if paused)
-        until `unhold` (processes/closing.py says why); their names are returned."""
+        until `unhold` (processes/shard/closing.py says why); their names are returned."""
         for waiter in [w for w in self.waiters.values() if w.conn == conn]:
             self._drop_waiter(waiter)
         owned = sorted(self.owned.get(conn, ()))

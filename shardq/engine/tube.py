@@ -24,7 +24,7 @@ class Waiter:
     conn: int
     rid: int
     tubes: tuple[str, ...]
-    offer: bool  # a cross-shard reserve: offer the job, the acceptor accepts or declines
+    offer: bool  # a cross-shard reserve: offer the job, the serving process accepts or declines
     expire_at: int | None  # when the reserve ends without a job
     expire_reply: bytes  # TIMED_OUT or DEADLINE_SOON
 

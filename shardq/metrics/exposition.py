@@ -171,7 +171,7 @@ def tube_families(tubes: dict[str, dict[str, Any]]) -> Iterator[Metric]:
 
 def home_family(g: Gathered) -> Metric:
     """1 per tube and shard that holds it, labelled with the process that runs the shard
-    (`acceptor 1`: a serving process hosts it; `shard 3`: a process of its own)."""
+    (`serving 1`: a serving process hosts it; `shard 3`: a process of its own)."""
     home = GaugeMetricFamily(
         P + "tube_shard",
         "1 for the shard that holds a tube and the process that runs that shard",
@@ -238,7 +238,7 @@ def process_families(g: Gathered) -> Iterator[Metric]:
 
 
 def role_order(proc: Any) -> tuple[str, int]:
-    """supervisor, coordinator, acceptors, shards, metrics; by index within a role."""
+    """supervisor, coordinator, serving processes, shards, metrics; by index within a role."""
     kind, _, index = proc.role.partition(" ")
     return (kind, int(index) if index.isdigit() else -1)
 

@@ -20,7 +20,7 @@ from shardq.protocol.stats_keys import STATS_TUBE_KEYS
 class Proc:
     """One process of the server."""
 
-    role: str  #: "supervisor", "coordinator", "acceptor 1", "shard 3", "metrics"
+    role: str  #: "supervisor", "coordinator", "serving 1", "shard 3", "metrics"
     pid: int
     state: str  #: /proc's one letter
     cpu_seconds: float
@@ -47,11 +47,11 @@ class Gathered:
 
     def host_of(self, shard: int) -> str:
         """The role of the process that runs `shard`: its own process (`shard 3`) if one
-        runs, else the serving process that hosts it (`acceptor 1`; `acceptor` alone)."""
+        runs, else the serving process that hosts it (`serving 1`; `serving` alone)."""
         own = f"shard {shard}"
         if shard >= self.serving or any(p.role == own for p in self.processes):
             return own
-        return "acceptor" if self.serving == 1 else f"acceptor {shard}"
+        return "serving" if self.serving == 1 else f"serving {shard}"
 
     def problems(self) -> list[str]:
         """Why the server is not healthy; [] when every process runs and answered."""

@@ -25,10 +25,10 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
-from shardq.processes import lifeline, live, quota, wakeup
-from shardq.processes import shard_ops as ops
-from shardq.processes.sockpath import ipc_endpoint
-from shardq.processes.zmqctx import context, dealer, stranger
+from shardq.processes.common import lifeline, live, quota, wakeup
+from shardq.processes.common.sockpath import ipc_endpoint
+from shardq.processes.common.zmqctx import context, dealer, stranger
+from shardq.processes.shard import ops
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import (
     BINLOG_DAMAGED_KEY,

@@ -1,7 +1,7 @@
 """The replies of the beanstalk protocol as bytes: fixed lines and the formatted ones.
 
 Pure functions and constants, no I/O: every reply a client can see is spelled here
-(the engine, the acceptor and the coordinator build their answers with these), so the
+(the engine, the serving process and the coordinator build their answers with these), so the
 bytes of a reply are decided in one place and can be tested without sockets.
 """
 

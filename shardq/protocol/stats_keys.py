@@ -1,7 +1,7 @@
 """The key names of the `stats`, `stats-tube` and `stats-job` replies, in reply order.
 
 Every list here is the one statement of its keys and their order (beanstalkd 1.12's);
-the engine, the acceptor and the coordinator take the names from here, so a key cannot
+the engine, the serving process and the coordinator take the names from here, so a key cannot
 be spelled differently in two places, and a reply's order cannot drift from the others.
 """
 

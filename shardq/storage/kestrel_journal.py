@@ -1,7 +1,7 @@
 """The Kestrel front-end's journal records (storage/journal.py has the file): what a
 beanstalk job cannot hold. `Expires` when an item is set with an expiry, `Gone` when it is
-got, deleted or expired (processes/kestrel/expiry.py); `Child` when a fanout queue becomes
-known, `Unchild` when a client deletes it (processes/kestrel/fanout.py). Replayed in order
+got, deleted or expired (processes/frontends/kestrel/expiry.py); `Child` when a fanout queue becomes
+known, `Unchild` when a client deletes it (processes/frontends/kestrel/fanout.py). Replayed in order
 they give both back."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The serving process's fast path (processes/acceptor/home.py), compared with beanstalkd 1.12.
+"""The serving process's fast path (processes/serving/home.py), compared with beanstalkd 1.12.
 
 The fast path serves put, reserve, reserve-with-timeout and delete in their plain form
 straight from a read, and hands everything else to the parser: these sessions put its

@@ -53,7 +53,7 @@ class Server:
     tmp_dir: Path
     stderr_path: Path
     shards: int
-    colocate: bool = True  # the acceptor hosts shard 0 (no `shard 0` process)
+    colocate: bool = True  # the serving process hosts shard 0 (no `shard 0` process)
 
     is_alive = staticmethod(is_alive)
 
@@ -73,8 +73,8 @@ class Server:
         hosted = range(serving) if self.colocate else range(0)
         shards = {f"shard {i}" for i in range(self.shards) if i not in hosted}
         if serving == 1:
-            return {"coordinator", "acceptor"} | shards
-        return {"coordinator"} | {f"acceptor {i}" for i in range(serving)} | shards
+            return {"coordinator", "serving"} | shards
+        return {"coordinator"} | {f"serving {i}" for i in range(serving)} | shards
 
     def serving(self) -> int:
         """The serving processes asked for on the command line (launch's default: 1)."""

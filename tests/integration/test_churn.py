@@ -3,7 +3,7 @@ connect/close cycles, and 100,000 connections that send a blocking `reserve` and
 while it waits, leave nothing behind that grows, and RSS stays close to where it started.
 
 Five rounds of 20,000 cycles; after each, every process of the server reports its memory
-(SIGUSR2: processes/memreport.py). Two questions, judged by what answers each:
+(SIGUSR2: processes/common/memreport.py). Two questions, judged by what answers each:
 
 * A leak, by what the allocators have handed out: Python's allocated blocks after a full
   collection, and glibc's malloc bytes in use. They count what is alive, whatever the
@@ -84,7 +84,7 @@ def settled(port: int) -> dict[str, str] | None:
 
 
 def memory(server: Any) -> dict[str, dict[str, int]]:
-    """Role -> the memory report of that process (processes/memreport.py)."""
+    """Role -> the memory report of that process (processes/common/memreport.py)."""
     reports = {}
     for role, pid in server.roles().items():
         path = server.run_dir / f"memory-{role.replace(' ', '-')}.json"

@@ -115,9 +115,9 @@ def test_unknown_flag_is_a_usage_error(tmp_path):
 
 @pytest.fixture
 def fake_supervisor(monkeypatch):
-    """Stand-in for shardq.processes.supervisor that records the Config it was given."""
+    """Stand-in for shardq.processes.supervision.supervisor that records the Config it was given."""
     seen: list[Config] = []
-    module = types.ModuleType("shardq.processes.supervisor")
+    module = types.ModuleType("shardq.processes.supervision.supervisor")
 
     def exec_supervisor(config: Config, listener: socket.socket, reload: dict) -> None:
         seen.append(config)
@@ -131,7 +131,7 @@ def fake_supervisor(monkeypatch):
 
     module.exec_supervisor = exec_supervisor  # type: ignore[attr-defined]
     module.run_supervisor = run_supervisor  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "shardq.processes.supervisor", module)
+    monkeypatch.setitem(sys.modules, "shardq.processes.supervision.supervisor", module)
     return seen
 
 

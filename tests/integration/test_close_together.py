@@ -1,5 +1,5 @@
 """A connection that closes holding jobs of several shards gives them all back in one step,
-as beanstalkd does (processes/closing.py).
+as beanstalkd does (processes/shard/closing.py).
 
 Each shard hears of the close on its own. Were a shard to hand out its part at once, a
 client could get that job and then find another of the closed connection's jobs still

@@ -208,7 +208,7 @@ def test_dashboard_shows_what_stats_says(shardq_server: Callable[..., Any], tmp_
         for key in TUBE_FIELDS:
             assert number(row[key]) == int(fields[key]), (tube, key)
     assert page.tubes[tubes[0]]["wait-p50"].endswith("ms")  # one job waited, put → reserve
-    hosts = ["acceptor 0", "acceptor 1", "shard 2"]  # 2 serving processes host shards 0 and 1
+    hosts = ["serving 0", "serving 1", "shard 2"]  # 2 serving processes host shards 0 and 1
     for i, tube in enumerate(tubes):
         assert (page.tubes[tube]["shard"], page.tubes[tube]["host"]) == (str(i), hosts[i])
     default = crc32(b"default") % 4  # as the server routes it

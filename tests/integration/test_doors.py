@@ -1,5 +1,5 @@
 """Every door of a server (the beanstalk port, Kestrel's, Workq's, the metrics endpoint) lets
-in the clients its settings allow and no others, by one mechanism (processes/door.py):
+in the clients its settings allow and no others, by one mechanism (processes/common/door.py):
 ``allow`` (a client from elsewhere is closed at accept, nothing answered),
 ``limits.max_connections`` (past it, closed at accept), TLS (``tls.*``: the Kestrel and
 Workq ports speak it as the beanstalk port does; the metrics endpoint's own pair is

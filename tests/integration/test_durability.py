@@ -259,11 +259,11 @@ def test_crash_one_shard_sigkill(tmp_path: Path, layout: Layout) -> None:
 
 
 @pytest.mark.parametrize("layout", CRASH_LAYOUTS, ids=str)
-def test_crash_acceptor_sigkill(tmp_path: Path, layout: Layout) -> None:
-    """A serving process (acceptor), which also runs a shard, SIGKILLed under load: the
+def test_crash_serving_sigkill(tmp_path: Path, layout: Layout) -> None:
+    """A serving process (serving process), which also runs a shard, SIGKILLed under load: the
     supervisor restarts it, its shard replays its log; nothing acknowledged is lost or
     comes back, nothing is duplicated."""
-    _crash_rounds(tmp_path, "acceptor", layout)
+    _crash_rounds(tmp_path, "serving", layout)
 
 
 @pytest.mark.parametrize(("op", "expect"), [("delete", b"DELETED"), ("bury", b"BURIED")])
@@ -271,7 +271,7 @@ def test_reply_lost_in_shard_crash_is_still_right(
     shardq_server, tmp_path: Path, op: str, expect: bytes
 ) -> None:
     """The shard dies after its batch reached the log but before it replied (strace kills it
-    at the fsync). The acceptor resends the request to the restarted shard; the client must
+    at the fsync). The serving process resends the request to the restarted shard; the client must
     get the answer of what happened, not NOT_FOUND. BUG B4."""
     srv = shardq_server(1, (*wal_args(tmp_path / "wal"), "--no-colocate"))  # a shard process
     c = Client(srv.port)

@@ -61,7 +61,7 @@ def test_an_ended_connection_is_read_once_while_its_reserve_is_withdrawn(
     os.kill(roles["shard 1"], signal.SIGSTOP)  # the withdrawal is not answered meanwhile
     trace = tmp_path / "recvfrom.txt"
     try:
-        with traced(roles["acceptor"], "recvfrom", trace):
+        with traced(roles["serving"], "recvfrom", trace):
             waiter.close()
             for _ in range(5):  # five turns of the serving process at least, all after the end
                 assert ask(other, b"list-tube-used\r\n") == [b"USING default\r\n"]

@@ -112,8 +112,8 @@ def test_a_restarted_serving_process_forgets_only_its_own_connections(
     [taken] = ask(victim, b"reserve-with-timeout 0\r\n")
     assert taken.startswith(b"RESERVED"), taken
     assert tube_stats(srv.port, tube)["current-jobs-reserved"] == "2"
-    os.kill(roles["acceptor 1"], signal.SIGKILL)
-    poll_for(lambda: srv.roles().get("acceptor 1") not in (None, roles["acceptor 1"]), 15)
+    os.kill(roles["serving 1"], signal.SIGKILL)
+    poll_for(lambda: srv.roles().get("serving 1") not in (None, roles["serving 1"]), 15)
     poll_for(lambda: tube_stats(srv.port, tube).get("current-jobs-ready") == "1", 15)
     st = tube_stats(srv.port, tube)
     assert st["current-jobs-reserved"] == "1", st  # the keeper's, not forgotten
@@ -129,7 +129,7 @@ def test_a_connection_handed_to_a_process_that_dies_is_served_by_its_sender(
     the dead process's socket was closed with it, and the client with it)."""
     srv = shardq_server(2, SERVING)
     roles = srv.wait_all_children()
-    home = roles["acceptor 1"]  # hosts shard 1, default's (crc32("default") % 2 == 1)
+    home = roles["serving 1"]  # hosts shard 1, default's (crc32("default") % 2 == 1)
     os.kill(home, signal.SIGSTOP)
     try:
         sock = connect(srv.port)  # accepted by process 0, handed to process 1

@@ -104,11 +104,11 @@ def test_items_that_expire_while_the_server_restarts_still_go(kestrel_server, tm
         assert poll_for(lambda: ready(bs, "warm") == 0, timeout=5)
         for n in range(20):
             mc.set("gone", b"%d" % n, expire=1)
-    serving = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "acceptor")
+    serving = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "serving")
     os.kill(serving, signal.SIGSTOP)  # the janitor's deletes are sent, not answered
     time.sleep(2.2)
     os.kill(serving, signal.SIGKILL)  # and its connection goes (the supervisor restarts it)
-    poll_for(lambda: any(role_of_pid(p) == "acceptor" for p in group_members(server.proc.pid)))
+    poll_for(lambda: any(role_of_pid(p) == "serving" for p in group_members(server.proc.pid)))
     with greenstalk.Client(("127.0.0.1", server.port)) as bs:
         assert poll_for(lambda: ready(bs, "gone") == 0, timeout=5)
 

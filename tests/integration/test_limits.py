@@ -83,9 +83,9 @@ def test_second_server_on_a_directory_is_refused(
     assert "in use by another shardq server" in line, line
     assert first.is_alive(first.pid)
     # restarted children of the first server are not refused: the lock is the supervisor's
-    acceptor = first.roles()["acceptor"]
-    subprocess.run(["kill", "-9", str(acceptor)], check=True)
-    poll_for(lambda: first.roles().get("acceptor") not in (None, acceptor), timeout=15)
+    serving_proc = first.roles()["serving"]
+    subprocess.run(["kill", "-9", str(serving_proc)], check=True)
+    poll_for(lambda: first.roles().get("serving") not in (None, serving_proc), timeout=15)
     assert poll_for(lambda: "pid" in stats(first.port), timeout=15)
     # once the first has stopped, the directory is free again
     first.proc.terminate()
@@ -173,7 +173,7 @@ def test_max_connections_counts_handed_in_connections(
     handover uncounted from the moment it was sent)."""
     server = shardq_server(shards=2, extra=("--serving", "2", "--max-connections", "4"))
     roles = server.wait_all_children()
-    home = roles[f"acceptor {crc32(b'default') % 2}"]  # hosts the shard of `default`
+    home = roles[f"serving {crc32(b'default') % 2}"]  # hosts the shard of `default`
     os.kill(home, signal.SIGSTOP)
     try:
         held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(12)]

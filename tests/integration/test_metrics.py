@@ -184,7 +184,7 @@ def test_health_is_503_while_a_shard_is_stopped(
     roles = server.wait_all_children()
     assert http_get(port, "/health") == (200, b"ok\n")
     # with one shard, the serving process hosts it: stop that process
-    role = "shard 3" if shards == "4" else "acceptor"
+    role = "shard 3" if shards == "4" else "serving"
     pid = roles[role]
     os.kill(pid, signal.SIGSTOP)
     try:

@@ -1,11 +1,11 @@
 """The metrics endpoint serves many clients at once and none can keep a health check out
-(processes/metrics_http.py): a client holding a half-sent request does not delay /health;
+(processes/metrics/http.py): a client holding a half-sent request does not delay /health;
 idle connections past the bound on open connections make room for new ones, oldest first,
 and the bound holds; a client that goes before its answer leaves one DEBUG line at most,
 never a traceback.
 
 No test here measures time: "promptly" is "while the slow client is still held open",
-i.e. before its deadline (metrics_http.REQUEST_TIMEOUT_S) has closed it.
+i.e. before its deadline (processes/metrics/http.REQUEST_TIMEOUT_S) has closed it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from helpers import poll_for
 from test_metrics import http_get, metrics_port
 
-from shardq.processes.metrics_http import MAX_OPEN
+from shardq.processes.metrics.http import MAX_OPEN
 
 
 def still_open(sock: socket.socket) -> bool:

@@ -51,7 +51,7 @@ def test_a_serving_process_out_of_memory_answers_it_and_serves_on(
         extra += ("-b", str(tmp_path / "wal"))  # -f as by default: see logfault.py for -f 0
     server = shardq_server(shards=shards, extra=extra)
     pids = server.wait_all_children()
-    capped = pids["acceptor" if shards == 1 else "acceptor 1"]  # hosts default's shard
+    capped = pids["serving" if shards == 1 else "serving 1"]  # hosts default's shard
     keeper = connect(server.port)
     put_small(keeper)
     cap_address_space(capped, vm_size_kib(capped) + HEADROOM_KIB)
@@ -74,7 +74,7 @@ def test_a_serving_process_out_of_memory_answers_it_and_serves_on(
         cap_address_space(capped, "unlimited")
         poll_for(lambda: "its log is written again" in server.stderr(), timeout=15)
         os.kill(capped, signal.SIGKILL)
-        poll_for(lambda: server.roles().get("acceptor 1") not in (None, capped), timeout=15)
+        poll_for(lambda: server.roles().get("serving 1") not in (None, capped), timeout=15)
         keeper = connect(server.port)
         poll_for(lambda: ready_jobs(keeper) == 50 + inserted, timeout=15)
     producer.close()

@@ -31,7 +31,7 @@ import pytest
 from helpers import REPO_ROOT, connect, read_replies, send, tube_on_shard
 
 from shardq.bench.procs import free_port, kill_group, pids_mentioning, wait_listening
-from shardq.processes.supervisor import STOP_GRACE_S
+from shardq.processes.supervision.supervisor import STOP_GRACE_S
 from shardq.start import EXIT_CONFIG
 
 UNIT = REPO_ROOT / "config" / "shardq.service"

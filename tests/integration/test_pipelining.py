@@ -1,5 +1,5 @@
 """Pipelined commands: answered in order, whatever process answers them, and a long
-pipeline of commands the acceptor answers itself does not exhaust its stack."""
+pipeline of commands the serving process answers itself does not exhaust its stack."""
 
 from __future__ import annotations
 

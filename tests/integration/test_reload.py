@@ -70,8 +70,8 @@ def test_sighup_changes_a_limit_live_and_refuses_what_needs_a_restart(
         assert f"\nlimit-connections-refused: {early + 1}\n".encode() in reply
         for s in held:
             s.close()
-        # the acceptor logs at INFO now (log.level applied in the children too)
-        applied = "shardq[acceptor] INFO SIGHUP: settings applied"
+        # the serving process logs at INFO now (log.level applied in the children too)
+        applied = "shardq[serving] INFO SIGHUP: settings applied"
         poll_for(lambda: applied in stderr_path.read_text(), timeout=10)
     finally:
         assert terminate(proc, 10, group=True) == 0

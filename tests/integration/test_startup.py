@@ -25,7 +25,7 @@ from shardq.bench.procs import (
     wait_listening,
 )
 from shardq.config import DEFAULT_CONFIG
-from shardq.processes.spawn import SAFE_PATH
+from shardq.processes.supervision.spawn import SAFE_PATH
 from shardq.start import EXIT_CONFIG
 from shardq.storage.layout import FILE as LAYOUT_FILE
 
@@ -346,7 +346,7 @@ def test_sigint_right_after_the_re_exec_stops_quietly(tmp_path: Path) -> None:
     tmp_dir = tmp_path / "tmp"
     proc = start_serving_in(tmp_path, tmp_dir, subprocess.DEVNULL)
     try:
-        poll_for(lambda: "shardq.processes.supervisor" in cmdline(proc.pid), 10, 0.001)
+        poll_for(lambda: "shardq.processes.supervision.supervisor" in cmdline(proc.pid), 10, 0.001)
         os.kill(proc.pid, signal.SIGINT)
         proc.wait(timeout=STOP_TIMEOUT)
     finally:

@@ -5,7 +5,7 @@ Two races were behind stops that took 1–3 s (greenstalk's suite starts and sto
 per test): a SIGTERM sent to a child right after its fork ran the supervisor's handler in
 the child and was lost; and a signal that came just before a loop's poll started did not
 end the poll (the handler waited for its timeout). See `forked.fork_child` and
-`processes/wakeup.py`.
+`processes/common/wakeup.py`.
 """
 
 from __future__ import annotations

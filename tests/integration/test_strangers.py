@@ -1,7 +1,7 @@
 """A process of the server drops messages that do not come from its own server.
 
 Every DEALER of a server names itself with a token only that server's processes hold
-(`processes/zmqctx.py`); a shard or the coordinator drops a message from any other socket
+(`processes/common/zmqctx.py`); a shard or the coordinator drops a message from any other socket
 that reached its ipc path. Here a socket of the test's own (same user, same run directory
 path) sends a well-formed put straight to a shard process and to the coordinator: nothing
 of it is applied, the server logs it once, and it goes on serving.
@@ -17,7 +17,7 @@ import zmq
 from helpers import connect, read_replies, send, tube_on_shard
 
 from shardq.cluster import wire
-from shardq.processes import shard_ops as ops
+from shardq.processes.shard import ops
 
 SETTLE_S = 0.5  #: how long a dropped message is given to (not) show up
 

@@ -101,7 +101,7 @@ def test_listening_line_means_ready(shardq_server, shards):
 
 @pytest.mark.parametrize(("extra", "processes"), [((), 2), (("--no-colocate",), 3)])
 def test_colocate_decides_where_shard_0_runs(shardq_server, extra, processes):
-    """By default the acceptor hosts shard 0 (no `shard 0` process); --no-colocate gives it
+    """By default the serving process hosts shard 0 (no `shard 0` process); --no-colocate gives it
     its own. Both serve, and `stats` counts the server's one connection either way."""
     server = shardq_server(1, extra)
     roles = server.wait_all_children()
@@ -223,20 +223,20 @@ def test_killed_child_is_restarted(shardq_server, role):
     sock.close()
 
 
-def test_killed_acceptor_is_restarted_on_the_same_port(shardq_server):
+def test_killed_serving_is_restarted_on_the_same_port(shardq_server):
     server = shardq_server(2)
     before = server.wait_all_children()
     assert put_and_reserve(server.port)
     old = connect(server.port)
     send(old, b"list-tube-used\r\n")
-    assert read_replies(old, 1) == [b"USING default\r\n"]  # accepted by the old acceptor
+    assert read_replies(old, 1) == [b"USING default\r\n"]  # accepted by the old serving process
 
-    os.kill(before["acceptor"], signal.SIGKILL)
+    os.kill(before["serving"], signal.SIGKILL)
 
-    poll_for(lambda: server.roles().get("acceptor") not in (None, before["acceptor"]), timeout=10)
+    poll_for(lambda: server.roles().get("serving") not in (None, before["serving"]), timeout=10)
     poll_for(lambda: put_and_reserve(server.port), timeout=15, interval=0.05)
-    assert "acceptor" in server.stderr()
-    # The old connection died with its acceptor: the server closed it.
+    assert "serving" in server.stderr()
+    # The old connection died with its serving process: the server closed it.
     old.settimeout(5)
     with contextlib.suppress(ConnectionResetError):
         assert old.recv(100) == b""
@@ -305,7 +305,7 @@ def test_sigusr1_right_after_start_kills_no_child(shardq_server):
     assert "exited with status" not in server.stderr(), server.stderr()[-3000:]
 
 
-def test_drain_mode_survives_an_acceptor_restart(shardq_server):
+def test_drain_mode_survives_an_serving_restart(shardq_server):
     server = shardq_server(1)
     server.wait_all_children()
     assert put_and_reserve(server.port)  # every child is up and has its signal handlers
@@ -313,8 +313,8 @@ def test_drain_mode_survives_an_acceptor_restart(shardq_server):
     poll_for(lambda: stats_draining(server.port), timeout=5)
     before = server.wait_all_children()
 
-    os.kill(before["acceptor"], signal.SIGKILL)
-    poll_for(lambda: server.roles().get("acceptor") not in (None, before["acceptor"]), timeout=10)
+    os.kill(before["serving"], signal.SIGKILL)
+    poll_for(lambda: server.roles().get("serving") not in (None, before["serving"]), timeout=10)
 
     def put_answer() -> bytes | None:
         try:

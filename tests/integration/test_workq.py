@@ -340,12 +340,12 @@ def test_leases_that_end_while_the_server_restarts_are_not_stranded(workq_server
     assert c.cmd(b"lease jan 2000\r\n").startswith(b"+OK 1\r\n")  # the janitor is up
     c.send(b"lease jan 1000\r\n" * len(ids))  # pipelined: their TTRs end close together
     assert all(c.reply().startswith(b"+OK 1\r\n") for _ in ids)
-    serving = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "acceptor")
+    serving = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "serving")
     os.kill(serving, signal.SIGSTOP)  # the janitor's turn sends its first put: no answer
     time.sleep(0.6)
     os.kill(serving, signal.SIGKILL)  # and its connection goes (the supervisor restarts it)
     c.close()
-    poll_for(lambda: any(role_of_pid(p) == "acceptor" for p in group_members(server.proc.pid)))
+    poll_for(lambda: any(role_of_pid(p) == "serving" for p in group_members(server.proc.pid)))
     c = Workq(server.workq)
     seen: set[str] = set()
     while not ids <= seen:  # each of them again (a put whose answer the kill took may come

@@ -2,7 +2,7 @@
 
 `Q` is an `Engine` (shardq/engine/engine.py, job.py, tube.py), a fake clock (an int of
 nanoseconds that the test advances and hands to `tick`) and the id/put-order counters
-the acceptor would keep; the `q` fixture (conftest.py) gives each test a fresh one. The
+the serving process would keep; the `q` fixture (conftest.py) gives each test a fresh one. The
 functions below spell out the replies and events the tests expect.
 
 No sockets, no sleeps. Expected behaviour is beanstalkd 1.12's (see
@@ -21,7 +21,7 @@ T0 = 1_000 * NS  #: the fake clock's start; not 0, so "0" never hides a missing 
 
 
 class Q:
-    """An engine, a fake clock and the id/put-order counters the acceptor would keep."""
+    """An engine, a fake clock and the id/put-order counters the serving process would keep."""
 
     def __init__(self) -> None:
         self.e = Engine()

@@ -1,4 +1,4 @@
-"""A close that gives back jobs of several shards holds their tubes (processes/closing.py).
+"""A close that gives back jobs of several shards holds their tubes (processes/shard/closing.py).
 
 Each shard hears of the close on its own. With hold, a shard makes the closed connection's
 jobs ready at once but hands none of them (nor anything else of their tubes) out until the
@@ -13,9 +13,9 @@ from typing import Any
 
 from shardq.cluster.routing import tagged
 from shardq.engine.engine import CANCELLED
-from shardq.processes import shard_ops as ops
-from shardq.processes.closing import HOLD_NS
-from shardq.processes.shard import Outbox, ShardCore
+from shardq.processes.shard import ops
+from shardq.processes.shard.closing import HOLD_NS
+from shardq.processes.shard.core import Outbox, ShardCore
 
 HOLDER = tagged(1, 0)  #: the closing connection, of serving process 0
 OTHER = tagged(1, 1)  #: a client of serving process 1 that wants a job

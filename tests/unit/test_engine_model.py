@@ -131,7 +131,7 @@ class Model:
             timeout = rng.choice([None, 0, 1, 3])
             soon_at = self.soon_at(c)
             best = self.best_ready(c.watch)
-            if offer:  # a cross-shard reserve: the acceptor keeps the deadlines
+            if offer:  # a cross-shard reserve: the serving process keeps the deadlines
                 timeout, soon_at = None, None
             rid = q.rid()
             payload = q.reserve(c.cid, tuple(c.watch), timeout, soon_at, offer, rid=rid)

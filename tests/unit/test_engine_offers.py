@@ -40,7 +40,7 @@ def test_accept_makes_an_offered_job_reserved_by_that_connection(q: Q) -> None:
 def test_offer_reserve_with_nothing_ready_waits_and_offers_later(q: Q) -> None:
     rid = q.rid()
     assert q.reserve(5, ("a",), timeout=1, soon_at=q.now + NS, offer=True, rid=rid) == [WAITING]
-    q.advance(5 * NS)  # offer mode leaves the deadlines to the acceptor
+    q.advance(5 * NS)  # offer mode leaves the deadlines to the serving process
     assert q.events() == []
     job = q.put("a")
     events = q.events()

@@ -12,13 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from shardq.bench.procs import role_pids
-from shardq.processes.forked import (
-    Forked,
-    TimeoutExpired,
-    comm_name,
-    fork_child,
-    label_of_comm,
-)
+from shardq.processes.common.procname import comm_name, label_of_comm
+from shardq.processes.supervision.forked import Forked, TimeoutExpired, fork_child
 
 
 @pytest.fixture
@@ -93,7 +88,7 @@ def test_a_child_reaped_elsewhere_counts_as_gone() -> None:
 
 def test_names_fit_the_kernel_and_read_back() -> None:
     assert comm_name("coordinator") == "sq coordinator"
-    assert len(comm_name("acceptor 12345678")) == 15
+    assert len(comm_name("serving 12345678")) == 15
     assert label_of_comm("sq shard 12") == "shard 12"
     assert label_of_comm("python3") is None
 

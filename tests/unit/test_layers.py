@@ -84,6 +84,54 @@ def test_imports_go_only_downwards(module: str, path: Path) -> None:
     assert not upward, f"{module} (layer {mine}) imports from a layer above: {upward}"
 
 
+#: processes/ by role: the rooms of processes/ each may import from (besides the layers
+#: below processes/). A front-end stands on the shared plumbing alone; the shard never sees
+#: the serving process; only the child entry point (`supervision.child`) imports the roles.
+ROLE_IMPORTS: dict[str, set[str]] = {
+    "common": {"common"},
+    "shard": {"common", "shard"},
+    "serving": {"common", "shard", "serving"},
+    "coordinator": {"common", "shard", "coordinator"},
+    "metrics": {"common", "shard", "metrics"},
+    "frontends": {"common", "frontends"},
+    "supervision": {"common", "supervision"},
+}
+ENTRY_POINT = "shardq.processes.supervision.child"
+
+
+def role(module: str) -> str | None:
+    """'shardq.processes.shard.core' -> 'shard'; None outside processes/ (or its face)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "processes" else None
+
+
+PROCESS_MODULES = [(m, p) for m, p in modules() if role(m) is not None]
+
+
+def test_processes_has_one_folder_per_role() -> None:
+    """Nothing at the top of processes/ but the package face and the coordinator."""
+    tops = {p.name for p in (PACKAGE / "processes").glob("*.py")}
+    assert tops == {"__init__.py", "coordinator.py"}
+    assert {role(m) for m, _ in PROCESS_MODULES} == set(ROLE_IMPORTS)
+
+
+@pytest.mark.parametrize(("module", "path"), PROCESS_MODULES, ids=[m for m, _ in PROCESS_MODULES])
+def test_roles_import_only_what_they_stand_on(module: str, path: Path) -> None:
+    mine = role(module)
+    assert mine is not None
+    if module == ENTRY_POINT:
+        return
+    others = {role(n) for n in imported(module, path)} - {None}
+    assert others <= ROLE_IMPORTS[mine], f"{module} imports from {others - ROLE_IMPORTS[mine]}"
+
+
+def test_the_role_check_sees_a_front_end_reaching_into_the_shard(tmp_path: Path) -> None:
+    fake = tmp_path / "x.py"
+    fake.write_text("from shardq.processes.shard.core import ShardCore\n")
+    found = {role(n) for n in imported("shardq.processes.frontends.x", fake)}
+    assert not found <= ROLE_IMPORTS["frontends"]
+
+
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The walk finds a lazy upward import inside a function (the test can fail)."""
     fake = tmp_path / "x.py"

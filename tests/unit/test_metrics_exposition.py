@@ -50,9 +50,9 @@ def view(**over: object) -> Gathered:
         "processes": [
             Proc("supervisor", 10, "S", 1.5, 4096),
             Proc("shard 1", 12, "S", 0.25, 8192),
-            Proc("acceptor", 11, "R", 2.0, 8192),
+            Proc("serving", 11, "R", 2.0, 8192),
         ],
-        "expected": ("acceptor", "shard 1"),
+        "expected": ("serving", "shard 1"),
     }
     fields.update(over)
     return Gathered(**fields)  # type: ignore[arg-type]
@@ -87,7 +87,7 @@ def test_exposition_parses_and_carries_the_stats_tubes_and_histograms() -> None:
     assert got[("shardq_wal_disk_bytes", (("shard", "1"),))] == 1200
     assert got[("shardq_wal_fsync_seconds_count", (("shard", "1"),))] == 1
     assert ("shardq_wal_fsync_seconds_count", (("shard", "0"),)) not in got  # no log there
-    assert got[("shardq_process_cpu_seconds_total", (("role", "acceptor"),))] == 2.0
+    assert got[("shardq_process_cpu_seconds_total", (("role", "serving"),))] == 2.0
     assert got[("shardq_process_resident_memory_bytes", (("role", "shard 1"),))] == 8192
     assert got[("shardq_info", (("hostname", "vm"), ("id", "abc"), ("version", "0.1.0")))] == 1
     assert got[("shardq_healthy", ())] == 1
@@ -95,15 +95,15 @@ def test_exposition_parses_and_carries_the_stats_tubes_and_histograms() -> None:
 
 def test_health_names_each_problem() -> None:
     assert view().problems() == []
-    stopped = [Proc("acceptor", 11, "T", 0, 0), Proc("coordinator", 13, "Z", 0, 0)]
+    stopped = [Proc("serving", 11, "T", 0, 0), Proc("coordinator", 13, "Z", 0, 0)]
     problems = view(
         stats=None,
         answered={0},
         processes=stopped,
-        expected=("acceptor", "coordinator", "shard 1"),
+        expected=("serving", "coordinator", "shard 1"),
     ).problems()
     assert problems == [
-        "acceptor (pid 11): stopped",
+        "serving (pid 11): stopped",
         "coordinator (pid 13): exited",
         "shard 1: not running",
         "coordinator: stats not answered in time",
@@ -144,7 +144,7 @@ def test_summary_has_tubes_processes_and_server() -> None:
     rows = {row["name"]: row for row in data["tubes"]}
     assert rows["a"]["current-jobs-ready"] == 3 and rows["a"]["wait-count"] == 2
     assert rows["b"]["wait-p50"] is None
-    assert [p["role"] for p in data["processes"]] == ["acceptor", "shard 1", "supervisor"]
+    assert [p["role"] for p in data["processes"]] == ["serving", "shard 1", "supervisor"]
 
 
 def test_parse_stats_reads_numbers_and_both_string_styles() -> None:
@@ -189,7 +189,7 @@ def test_metrics_is_off_by_default_and_a_section_of_the_file() -> None:
 
 
 def test_each_tube_names_its_shard_and_the_process_that_runs_it() -> None:
-    procs = [Proc("acceptor 0", 11, "S", 0, 1), Proc("acceptor 1", 12, "S", 0, 1)]
+    procs = [Proc("serving 0", 11, "S", 0, 1), Proc("serving 1", 12, "S", 0, 1)]
     procs.append(Proc("shard 2", 13, "S", 0, 1))
     homes = {"a": [1], "b": [2], "default": [0, 1, 2]}
     g = view(homes=homes, serving=2, shards=3, answered={0, 1, 2}, processes=procs)
@@ -200,19 +200,19 @@ def test_each_tube_names_its_shard_and_the_process_that_runs_it() -> None:
         if name == "shardq_tube_shard"
     }
     assert homes_seen == {
-        ("a", "1", "acceptor 1"),
+        ("a", "1", "serving 1"),
         ("b", "2", "shard 2"),
-        ("default", "0", "acceptor 0"),
-        ("default", "1", "acceptor 1"),
+        ("default", "0", "serving 0"),
+        ("default", "1", "serving 1"),
         ("default", "2", "shard 2"),
     }
     rows = {row["name"]: row for row in summary(g, 3, 2)["tubes"]}
-    assert (rows["a"]["shards"], rows["a"]["hosts"]) == ([1], ["acceptor 1"])
+    assert (rows["a"]["shards"], rows["a"]["hosts"]) == ([1], ["serving 1"])
     assert (rows["b"]["shards"], rows["b"]["hosts"]) == ([2], ["shard 2"])
 
 
-def test_one_serving_process_is_plain_acceptor_and_no_colocate_is_the_shard_process() -> None:
-    one = view(serving=1, processes=[Proc("acceptor", 11, "S", 0, 1)])
-    assert one.host_of(0) == "acceptor" and one.host_of(1) == "shard 1"
+def test_one_serving_process_is_plain_serving_and_no_colocate_is_the_shard_process() -> None:
+    one = view(serving=1, processes=[Proc("serving", 11, "S", 0, 1)])
+    assert one.host_of(0) == "serving" and one.host_of(1) == "shard 1"
     apart = view(serving=1, processes=[Proc("shard 0", 12, "S", 0, 1)])
     assert apart.host_of(0) == "shard 0"

@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from shardq.metrics.gathered import Proc
-from shardq.processes import metrics_gather
-from shardq.processes.forked import fork_child
-from shardq.processes.metrics_gather import server_processes
+from shardq.processes.metrics import gather as metrics_gather
+from shardq.processes.metrics.gather import server_processes
+from shardq.processes.supervision.forked import fork_child
 
 
 def sleep_forever() -> None:

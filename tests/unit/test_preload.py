@@ -16,8 +16,8 @@ from helpers import REPO_ROOT
 
 PROBE = """
 import gc, json, sys
-from shardq.processes import child
-from shardq.processes.children import preload
+from shardq.processes.supervision import child
+from shardq.processes.supervision.children import preload
 preload(ROLES)
 seen = {"modules": sorted(m for m in sys.modules if m.startswith("shardq.processes")),
         "parsers_built": child.parser.cache_info().currsize, "gc_after_preload": gc.isenabled()}
@@ -39,13 +39,13 @@ def preloaded(roles: list[str]) -> dict[str, object]:
 
 
 def test_only_the_roles_that_run_are_imported_and_the_parser_is_built_once() -> None:
-    seen = preloaded(["coordinator", "acceptor", "shard", "metrics"])
+    seen = preloaded(["coordinator", "serving", "shard", "metrics"])
     modules = seen["modules"]
     assert isinstance(modules, list)
     for needed in (
         "shardq.processes.coordinator",
-        "shardq.processes.acceptor.loop",
-        "shardq.processes.shard_process",
+        "shardq.processes.serving.loop",
+        "shardq.processes.shard.process",
     ):
         assert needed in modules
     off = [m for m in modules if m.split(".")[2:3] in (["kestrel"], ["workq"], ["metrics"])]
@@ -54,10 +54,10 @@ def test_only_the_roles_that_run_are_imported_and_the_parser_is_built_once() -> 
 
 
 def test_a_front_end_that_is_on_is_preloaded() -> None:
-    modules = preloaded(["acceptor", "kestrel", "workq"])["modules"]
+    modules = preloaded(["serving", "kestrel", "workq"])["modules"]
     assert isinstance(modules, list)
-    assert "shardq.processes.kestrel.loop" in modules
-    assert "shardq.processes.workq.loop" in modules
+    assert "shardq.processes.frontends.kestrel.loop" in modules
+    assert "shardq.processes.frontends.workq.loop" in modules
 
 
 def test_collection_is_off_while_starting_and_on_in_every_child() -> None:

@@ -182,7 +182,7 @@ def test_copy_ids_go_on_after_the_highest_a_shard_holds() -> None:
 
 
 def test_a_new_log_directory_spreads_an_old_one_keeps_its_routing(tmp_path) -> None:
-    from shardq.processes.children import LayoutError, check_layout
+    from shardq.processes.supervision.children import LayoutError, check_layout
 
     assert check_layout(str(tmp_path), 4) == SPREAD
     assert (tmp_path / "layout").read_text() == "shards=4\nrouting=spread\n"

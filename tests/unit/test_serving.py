@@ -12,9 +12,9 @@ from engine_helpers import Q
 from shardq.cluster import wire
 from shardq.cluster.routing import MAX_SERVING, block_shard, origin_of, tagged, tube_shard
 from shardq.config import ConfigError, load_config
-from shardq.processes import shard_ops as ops
 from shardq.processes.coordinator import BlockTable, merge_fields
-from shardq.processes.shard import ShardCore
+from shardq.processes.shard import ops
+from shardq.processes.shard.core import ShardCore
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 

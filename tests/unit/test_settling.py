@@ -1,4 +1,4 @@
-"""A restarted shard settles before it hands out jobs (processes/settling.py).
+"""A restarted shard settles before it hands out jobs (processes/shard/settling.py).
 
 The log does not record reservations: after a crash every job that was reserved is ready
 again, and each serving process re-reserves what its clients still hold (REASSERT, then
@@ -13,8 +13,8 @@ from typing import Any
 
 from shardq.cluster.routing import tagged
 from shardq.engine.engine import CANCELLED
-from shardq.processes import shard_ops as ops
-from shardq.processes.shard import Outbox, ShardCore
+from shardq.processes.shard import ops
+from shardq.processes.shard.core import Outbox, ShardCore
 
 HOLDER = tagged(1, 0)  #: a client of serving process 0 that held job 5 before the crash
 OTHER = tagged(1, 1)  #: a client of serving process 1 that wants a job

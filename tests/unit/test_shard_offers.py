@@ -2,12 +2,12 @@
 
 The stranded-job bug: a cross-shard reserver waits on a shard (offer mode). In one batch
 another connection puts a job into the tube (the shard offers it to the waiter: an
-event) and the reserver's acceptor cancels the waiter (it was served elsewhere or timed
+event) and the reserver's serving process cancels the waiter (it was served elsewhere or timed
 out). The shard used to answer CANCELLED and then drop the offer, because the cancel had
 already forgotten who waited: the job stayed offered to a connection that no longer
 waited for it, and nobody could reserve it until that connection closed.
 
-These tests drive a real ShardServer over a ZeroMQ ipc socket, as the acceptor does.
+These tests drive a real ShardServer over a ZeroMQ ipc socket, as the serving process does.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ import zmq
 
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
-from shardq.processes import shard_ops as ops
-from shardq.processes.shard import ShardCore, ShardServer
-from shardq.processes.zmqctx import dealer
+from shardq.processes.common.zmqctx import dealer
+from shardq.processes.shard import ops
+from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.server import ShardServer
 from shardq.protocol import proto
 
 READER, WRITER = 7, 8  # connection ids
 
 
 class Peer:
-    """The acceptor's side: a DEALER that sends batches and reads the shard's answers."""
+    """The serving process's side: a DEALER that sends batches and reads the shard's answers."""
 
     def __init__(self, server: ShardServer, endpoint: str) -> None:
         self.server = server

@@ -11,8 +11,8 @@ import pytest
 
 from shardq.bench.limits import stub_command
 from shardq.bench.servers import command_argv
-from shardq.processes.child import child_argv, parse
-from shardq.processes.spawn import SAFE_PATH, import_root, pin_import_root, python_m
+from shardq.processes.supervision.child import child_argv, parse
+from shardq.processes.supervision.spawn import SAFE_PATH, import_root, pin_import_root, python_m
 
 
 def test_python_m_drops_the_working_directory() -> None:

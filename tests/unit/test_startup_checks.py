@@ -1,4 +1,4 @@
-"""shardq.processes.startup: becoming another user (-u) and the directory checks' wording."""
+"""supervision.startup: becoming another user (-u) and the directory checks' wording."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardq.processes.startup import (
+from shardq.processes.supervision.startup import (
     LOCK_FILE,
     StartupError,
     as_user,

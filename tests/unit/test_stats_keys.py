@@ -79,7 +79,7 @@ def test_stats_tube_names_the_shard_only_with_several() -> None:
     e = Engine()
     e.put(1, 1, "default", 0, 0, 60, b"x", T0)
     assert SHARD_TUBE_KEY not in yaml_keys(e.stats_tube("default", T0))  # one shard
-    e.shard_index = 3  # as shard_process.open_core sets it with several shards
+    e.shard_index = 3  # as shard.process.open_core sets it with several shards
     reply = e.stats_tube("default", T0)
     assert yaml_keys(reply) == [*STATS_TUBE_KEYS, SHARD_TUBE_KEY]
     assert reply.endswith(b"\npause-time-left: 0\nshard: 3\n\r\n")
@@ -99,8 +99,9 @@ def test_the_coordinator_knows_whether_a_connection_limit_is_set(text: str, show
     """It prints the limit-* keys then; a coordinator started after a SIGHUP is told the
     limits in force (its live arguments come after the ones it was first started with)."""
     from shardq.config import load_config
-    from shardq.processes import children, live
-    from shardq.processes.child import parse
+    from shardq.processes.common import live
+    from shardq.processes.supervision import children
+    from shardq.processes.supervision.child import parse
 
     def told(argv: list[str]) -> bool:
         args = parse(argv)

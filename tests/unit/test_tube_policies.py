@@ -10,7 +10,7 @@ import pytest
 from shardq.config import Config, ConfigError, load_config
 from shardq.engine.engine import RESERVED, Engine
 from shardq.engine.policy import Policies, Policy
-from shardq.processes import live
+from shardq.processes.common import live
 
 SECTION = """
 tubes:
@@ -237,9 +237,9 @@ def test_policies_are_live_settings(tmp_path) -> None:
 
 
 def test_shard_children_are_told_the_policies_and_take_new_ones_on_sighup() -> None:
-    from shardq.processes import children
-    from shardq.processes.child import parse
-    from shardq.processes.shard import ShardCore
+    from shardq.processes.shard.core import ShardCore
+    from shardq.processes.supervision import children
+    from shardq.processes.supervision.child import parse
 
     config = load_config(SECTION, {"shards": 2, "serving": 1})
     args = parse(children.shard_argv(config, "/tmp/run", 1))
@@ -256,7 +256,7 @@ def test_shard_children_are_told_the_policies_and_take_new_ones_on_sighup() -> N
 def test_a_sighup_raising_max_reserved_serves_the_waiting_reserve_at_once() -> None:
     import time
 
-    from shardq.processes.shard import ShardCore
+    from shardq.processes.shard.core import ShardCore
 
     core = ShardCore(0, owns_default=True, policies=Policies({"p": {"max_reserved": 1}}))
     engine = core.engine

@@ -239,7 +239,7 @@ def test_put_after_replay_and_the_log_is_reused(tmp_path: Path) -> None:
 
 
 def test_resent_put_of_a_replayed_job_is_not_duplicated(tmp_path: Path) -> None:
-    """The acceptor resends what a restarted shard never answered, a put included.
+    """The serving process resends what a restarted shard never answered, a put included.
 
     If the shard logged the put and died before replying, the resent put arrives for a
     job the replay already rebuilt. It must not make a second copy of the job (two

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardq.processes.workq.registry import (
+from shardq.processes.frontends.workq.registry import (
     COMPLETED,
     FAILED,
     HARD_MAX_ATTEMPTS,

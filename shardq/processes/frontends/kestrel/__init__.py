@@ -1,0 +1,5 @@
+"""The Kestrel front-end process (see loop.py and docs/PROTOCOLS.md)."""
+
+from shardq.processes.frontends.kestrel.loop import Frontend, main
+
+__all__ = ["Frontend", "main"]

@@ -1,0 +1,188 @@
+"""The Workq front-end process: Workq's text protocol in, beanstalk out.
+
+The loop is the front-ends' own (`frontends/loop.py`); this module adds what is Workq's:
+the registry of Workq jobs (registry.py) and its journal under ``-b DIR``, the sessions
+waiting for a job's result (`run`, `result`), and the janitor that ends leases past their
+TTR and jobs past their ttl.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import signal
+import socket
+import time
+
+from shardq.processes.common import wakeup
+from shardq.processes.common.door import Gate
+from shardq.processes.frontends.beanstalk import now_ms
+from shardq.processes.frontends.loop import FrontendLoop
+from shardq.processes.frontends.session import Session, Task, gather
+from shardq.processes.frontends.workq import commands
+from shardq.processes.frontends.workq.registry import Registry, WorkqJob
+from shardq.protocol import workq as w
+from shardq.protocol import workq_args, workq_replies
+from shardq.storage.journal import Journal
+from shardq.storage.workq_journal import Dropped, Record, open_journal
+
+log = logging.getLogger(__name__)
+
+
+def read_command(s: Session) -> workq_args.Typed | w.Invalid | None:
+    frame = s.parser.next_command()
+    if frame is None or isinstance(frame, w.Invalid):
+        return frame
+    return workq_args.parse(frame, now_ms())
+
+
+def is_plain_add(cmd: object) -> bool:
+    """An add or a schedule (not a run, which waits)."""
+    return isinstance(cmd, workq_args.Add) and not cmd.is_run
+
+
+class Frontend(FrontendLoop):
+    UNAVAILABLE = workq_replies.UNAVAILABLE
+    OUT_OF_MEMORY = workq_replies.OUT_OF_MEMORY
+
+    def __init__(
+        self,
+        listen_fd: int,
+        backend_path: str,
+        max_output_bytes: int,
+        journal_dir: str | None,
+        sync: bool,
+        max_memory: int = 0,
+    ) -> None:
+        super().__init__(listen_fd, backend_path, w.MAX_LINE + w.MAX_BLOCK + 2, max_output_bytes)
+        self.started = time.time()
+        self.max_memory = max_memory  # the registry's bound (limits.max_memory; 0: none)
+        self.registry = Registry()
+        self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
+        self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
+        self.retired: set[int] = set()  # beanstalk ids being deleted (not to be leased)
+        self.put_tokens = itertools.count(1)
+        self.puts_in_flight: set[int] = set()  # puts whose INSERTED is not read yet
+        self.janitor: Session | None = None
+        #: the janitor's turn: (jobs to queue again, jobs to retire) not done yet
+        self.janitor_work: tuple[list[WorkqJob], list[WorkqJob]] = ([], [])
+        self.book: Journal | None = None
+        if journal_dir is not None:
+            self.book = open_journal(journal_dir, sync)
+            self.registry.replay(self.book.load())
+            self.book.rewrite(self.registry.snapshot())
+            log.info("workq: %d jobs from the journal", len(self.registry))
+
+    def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
+        return Session(sid, sock, backend, w.WorkqParser())
+
+    def internal_error(self) -> bytes:
+        return workq_replies.server_error("internal error")
+
+    def next_task(self, s: Session) -> Task | None:
+        cmd, s.held = s.held or read_command(s), None
+        if cmd is None:
+            return None
+        if is_plain_add(cmd):  # the adds that follow go with it, in one round trip
+            return commands.do_adds(self, s, gather(s, cmd, is_plain_add, read_command))
+        return commands.HANDLERS[type(cmd)](self, s, cmd)
+
+    # ------------------------------------------------------------------ the registry's ends
+
+    def journal(self, record: Record) -> None:
+        if self.book is not None:
+            self.book.append(record)
+
+    def journal_many(self, records: list[Record]) -> None:
+        if self.book is not None:
+            self.book.append_many(records)
+
+    def changed(self, j: WorkqJob) -> None:
+        """Write a job's moving fields (a disk error, or memory short, is logged: the job goes on
+        in memory)."""
+        try:
+            self.journal(j.changed())
+        except (OSError, MemoryError) as e:
+            log.error("workq journal: %s", e or "out of memory")
+
+    def forget(self, j: WorkqJob) -> None:
+        self.registry.drop(j)
+        try:
+            self.journal(Dropped(j.id))
+        except (OSError, MemoryError) as e:
+            log.error("workq journal: %s", e or "out of memory")
+        self.notify(j.id)
+
+    def fail_for_good(self, j: WorkqJob) -> None:
+        self.registry.give_up(j)
+        self.notify(j.id)
+
+    def notify(self, ident: str) -> None:
+        for s in list(self.waiters.get(ident, ())):
+            self.wake(s)
+
+    def unwait(self, ident: str, s: Session) -> None:
+        waiting = self.waiters.get(ident)
+        if waiting is not None:
+            waiting.discard(s)
+            if not waiting:
+                del self.waiters[ident]
+
+    def closed(self, s: Session) -> None:
+        if s is self.janitor:
+            self.janitor = None
+            todo, expired = self.janitor_work  # its connection went midway: give them back
+            self.registry.orphans += todo
+            for gone in expired:
+                self.registry.expire_now(gone, now_ms())
+            self.janitor_work = ([], [])
+        j = self.runs.pop(s.id, None)
+        if j is not None:  # its run ended with its client: the job goes (by the janitor)
+            self.unwait(j.id, s)
+            self.registry.expire_now(j, now_ms())
+
+    def unsynced(self) -> bool:
+        return self.book is not None and self.book.dirty
+
+    def sync(self) -> None:
+        if self.book is not None:
+            self.book.sync_now()
+
+    # ------------------------------------------------------------------ the janitor
+
+    def housekeeping(self) -> None:
+        if self.book is not None and self.book.wants_rewrite(self.registry.bytes):
+            try:
+                self.book.rewrite(self.registry.snapshot())
+            except OSError as e:
+                log.error("workq journal: cannot rewrite: %s", e)
+        due = self.registry.next_due()
+        if due is None or due > now_ms():
+            return
+        if self.janitor is None:
+            self.janitor = self.internal_session()
+            if self.janitor is None:
+                return
+        if self.janitor.task is None:
+            self.start(self.janitor, commands.housekeeping(self, self.janitor))
+
+    def next_due(self) -> float | None:
+        due = self.registry.next_due()
+        return None if due is None else (due - now_ms()) / 1000
+
+
+def main(
+    listen_fd: int,
+    backend_path: str,
+    max_output_bytes: int,
+    journal_dir: str | None,
+    sync: bool,
+    max_memory: int,
+    gate: Gate | None = None,
+) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
+    front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
+    front.gate = gate or front.gate
+    front.serve_forever()

@@ -1,5 +1,0 @@
-"""The Kestrel front-end process (see loop.py and docs/PROTOCOLS.md)."""
-
-from shardq.processes.kestrel.loop import Frontend, main
-
-__all__ = ["Frontend", "main"]

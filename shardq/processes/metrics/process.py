@@ -1,0 +1,117 @@
+"""The metrics process (``metrics.listen``, ``--metrics HOST:PORT``): one HTTP port with
+
+* ``/metrics``: Prometheus text (shardq/metrics/exposition.py);
+* ``/health``: 200 ``ok`` when every process of the server runs and answered within
+  `gather.ANSWER_WITHIN_S`, else 503 with one line per problem;
+* ``/``: the dashboard page, which polls ``/api/summary`` (JSON) every second.
+
+A thin shell: the supervisor binds the port and passes it (a restarted metrics process
+keeps it); `http.HttpDoor` serves it, many clients at once, each with a deadline,
+a bound on how many are open, and the door's `Gate` (``allow``,
+``limits.max_connections``; with ``metrics.tls_cert`` and ``metrics.tls_key``, HTTPS only).
+Each batch of requests gathers one fresh view (`gather.Gatherer`): nothing is
+polled while nobody asks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import socket
+from collections.abc import Callable
+
+from shardq.metrics.exposition import CONTENT_TYPE, render
+from shardq.metrics.gathered import Gathered
+from shardq.metrics.http import TEXT, Request, response
+from shardq.metrics.page import dashboard_html
+from shardq.metrics.summary import summary
+from shardq.processes.common import live, wakeup
+from shardq.processes.common.door import Gate
+from shardq.processes.metrics.gather import Gatherer
+from shardq.processes.metrics.http import HttpDoor
+
+log = logging.getLogger(__name__)
+
+Answer = tuple[int, str, bytes]  #: status, content type, body
+
+
+class Endpoint:
+    """What each path answers, from a view gathered once for the requests of a turn."""
+
+    def __init__(self, gatherer: Gatherer, shards: int, serving: int) -> None:
+        self.gatherer = gatherer
+        self.shards = shards
+        self.serving = serving
+
+    def respond(self, requests: list[Request]) -> list[tuple[int, bytes]]:
+        view: Gathered | None = None
+        answers = []
+        for request in requests:
+            needs_view, route = ROUTES.get(request.path, (False, not_found))
+            if needs_view and view is None:
+                view = self.gatherer.gather()
+            status, content_type, body = route(self, view)
+            answers.append((status, response(status, content_type, body, request.method == "HEAD")))
+        return answers
+
+
+def get_metrics(e: Endpoint, view: Gathered | None) -> Answer:
+    assert view is not None
+    return 200, CONTENT_TYPE, render(view)
+
+
+def get_health(e: Endpoint, view: Gathered | None) -> Answer:
+    assert view is not None
+    problems = view.problems()
+    if problems:
+        return 503, TEXT, ("\n".join(problems) + "\n").encode()
+    return 200, TEXT, b"ok\n"
+
+
+def get_summary(e: Endpoint, view: Gathered | None) -> Answer:
+    assert view is not None
+    return 200, "application/json", json.dumps(summary(view, e.shards, e.serving)).encode()
+
+
+def get_page(e: Endpoint, view: Gathered | None) -> Answer:
+    return 200, "text/html; charset=utf-8", dashboard_html()
+
+
+def not_found(e: Endpoint, view: Gathered | None) -> Answer:
+    return 404, TEXT, b"not found\n"
+
+
+#: path -> (whether it needs a gathered view, its route)
+ROUTES: dict[str, tuple[bool, Callable[[Endpoint, Gathered | None], Answer]]] = {
+    "/metrics": (True, get_metrics),
+    "/health": (True, get_health),
+    "/api/summary": (True, get_summary),
+    "/": (False, get_page),
+    "/index.html": (False, get_page),
+}
+
+
+def main(
+    listen_fd: int,
+    run_dir: str,
+    shards: int,
+    serving: int,
+    expected: list[str],
+    serving_stats: bool = True,
+    gate: Gate | None = None,
+) -> None:
+    """`serving_stats`: False when the serving processes host no shard (--no-colocate):
+    their part of `stats` (commands, connections) cannot be had, and is left out.
+    `gate`: who may connect, how many, HTTPS (None: anyone, plain HTTP)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
+    gatherer = Gatherer(run_dir, shards, tuple(expected), serving_stats, serving)
+    gate = gate or Gate()
+    live.on_change(gate.take_live)
+    endpoint = Endpoint(gatherer, shards, serving)
+    door = HttpDoor(socket.socket(fileno=listen_fd), gate, endpoint.respond)
+    try:
+        door.serve_forever()
+    finally:
+        gatherer.peers.close()

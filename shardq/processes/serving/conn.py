@@ -1,0 +1,147 @@
+"""A client connection's state, and a cross-shard reserve in progress."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from enum import IntEnum
+from typing import Any
+
+from shardq.engine.engine import SAFETY_MARGIN
+from shardq.engine.reserve import Offer
+from shardq.processes.shard.core import LOCAL_PEER
+from shardq.protocol import commands as c
+from shardq.protocol import proto
+
+COORDINATOR = -1  #: target index for the coordinator in request batches
+LOCAL = LOCAL_PEER  #: the peer identity of the serving process's own requests to its hosted shard
+
+Done = Callable[["Conn", list[Any]], None]  #: what runs when a request is answered
+
+
+class Phase(IntEnum):
+    """Where a connection is in running its commands. Ordered: below BUSY it may start its
+    next command."""
+
+    IDLE = 1  # may run its next command
+    PIPING = 2  # plain commands in flight to one shard (`piped` of them); more may join
+    BUSY = 3  # one command in flight; the next waits for its answer
+    CLOSING = 4  # quit or end of input: closed once this turn's output is written
+    CLOSED = 5
+
+
+IDLE, PIPING, BUSY, CLOSING, CLOSED = Phase
+
+#: (phase, event) -> next phase: the one statement of how a connection moves. A missing
+#: entry is a bug in the serving process (the per-command guard answers INTERNAL_ERROR).
+STEPS: dict[tuple[Phase, str], Phase] = {
+    (IDLE, "call"): BUSY,  # a command that waits for its answer (reserve, use, stats...)
+    (IDLE, "pipe"): PIPING,  # a plain shard command, answered in order
+    (PIPING, "pipe"): PIPING,
+    (PIPING, "drained"): IDLE,  # the last pipelined command was answered
+    (BUSY, "resume"): IDLE,  # what it waited for came (a put's id), no answer yet
+    (BUSY, "answer"): IDLE,
+    (IDLE, "answer"): IDLE,  # answered at once
+    (PIPING, "answer"): PIPING,  # one of the pipelined commands answered
+    (CLOSING, "answer"): CLOSING,  # a waiting reserve answered at end of input
+    (IDLE, "finish"): CLOSING,  # quit, or end of input with nothing in flight
+    (CLOSING, "finish"): CLOSING,
+    **{(phase, "close"): CLOSED for phase in Phase},  # gone: its socket is closed
+    # closed is final: what was under way for it when it went (a put waiting for an id, an
+    # answer on its way) still arrives, and moves nothing
+    **{(CLOSED, event): CLOSED for event in ("call", "pipe", "drained", "resume", "answer")},
+    (CLOSED, "finish"): CLOSED,
+}
+
+
+class Conn:
+    """One client connection: its parser, output, tubes and reservations."""
+
+    __slots__ = (
+        "id",
+        "sock",
+        "parser",
+        "out",
+        "use",
+        "watch",
+        "phase",
+        "reserved",
+        "producer",
+        "worker",
+        "eof",
+        "waiting",
+        "shards",
+        "events",
+        "paused",
+        "piped",
+        "pipe_target",
+        "held",
+        "pumping",
+        "away",
+        "moves",
+        "handshaking",
+    )
+
+    def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
+        self.id = conn_id
+        self.sock = sock
+        self.handshaking = False  # a TLS connection whose handshake is not done yet
+        self.parser = proto.Parser(max_job_size)
+        self.out = bytearray()
+        self.use = "default"
+        self.watch = ["default"]
+        self.phase = IDLE
+        self.piped = 0  # pipelined commands in flight to `pipe_target` (phase PIPING)
+        self.pipe_target = 0
+        self.held: c.Command | None = None  # parsed, waiting for the pipelined ones to finish
+        self.pumping = False  # inside pump(): replies must not start another pump (recursion)
+        self.reserved: dict[int, int] = {}  # job id -> TTR deadline, as far as we know
+        self.producer = False
+        self.worker = False
+        self.eof = False  # the client closed its side: no more input will come
+        self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
+        self.shards: set[int] = set()  # shards that may hold its reservations or waiters
+        self.events = 0  # the selector events it is registered for (0: not registered)
+        self.paused = False  # not read from: its unparsed input passed the bound
+        self.away: bool | None = None  # home is another serving process's (None: find out)
+        self.moves = 0  # how often it was handed to another serving process (handoff.py)
+
+    def step(self, event: str) -> None:
+        """Move to the next phase (STEPS); an event the phase does not allow is a bug."""
+        self.phase = STEPS[(self.phase, event)]
+
+    def soon_at(self, now: int) -> int | None:
+        """When the soonest reserved job enters the DEADLINE_SOON margin (None: no job)."""
+        live = [d for d in self.reserved.values() if d >= now]
+        if len(live) != len(self.reserved):
+            self.reserved = {j: d for j, d in self.reserved.items() if d >= now}
+        return min(live) - SAFETY_MARGIN if live else None
+
+
+class CrossReserve:
+    """A reserve over tubes on several shards, in progress."""
+
+    __slots__ = (
+        "conn",
+        "rids",
+        "tubes",
+        "live",
+        "answered",
+        "offers",
+        "done",
+        "expire_at",
+        "reply",
+        "answer",
+    )
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.rids: dict[int, int] = {}  # rid -> shard
+        self.tubes: dict[int, list[str]] = {}  # rid -> the watched tubes on its shard
+        self.live: set[int] = set()  # rids whose shard may still offer a job
+        self.answered: set[int] = set()  # rids whose shard gave its first answer
+        self.offers: list[tuple[int, Offer]] = []  # (rid, offer) collected, not settled
+        self.done = False
+        self.expire_at: int | None = None
+        self.reply = proto.TIMED_OUT  # the answer when expire_at comes
+        self.answer: bytes | None = None  # settled: sent once the cancelled shards answer

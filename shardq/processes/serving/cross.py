@@ -1,0 +1,222 @@
+"""Reserves: one shard's, at once or as a waiter there; a reserve over tubes on several shards,
+settled here from the shards' offers (docs/ARCHITECTURE.md, "Offers"); and a closed
+connection's reservations, given back by every shard together (processes/shard/closing.py)."""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import time
+from typing import TYPE_CHECKING, Any
+
+from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
+from shardq.engine.job import NS
+from shardq.engine.reserve import Offer
+from shardq.processes.serving.conn import CLOSED, Conn, CrossReserve
+from shardq.processes.shard import ops
+from shardq.protocol import proto
+
+if TYPE_CHECKING:
+    from shardq.processes.serving.loop import ServingProcess
+
+
+def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
+    if not conn.worker:
+        conn.worker = True
+        conn.away = None  # a worker's home is where its watched tubes are (handoff.py)
+    now = time.monotonic_ns()
+    soon_at = conn.soon_at(now)
+    timeout_at = None if timeout is None else now + timeout * NS
+    by_shard: dict[int, list[str]] = {}
+    for tube in conn.watch:
+        by_shard.setdefault(self.shard_of(tube), []).append(tube)
+    conn.step("call")
+    conn.shards.update(by_shard)
+    if len(by_shard) == 1:
+        ((shard, tubes),) = by_shard.items()
+        args = [tubes, timeout_at, soon_at, False]
+        if shard == self.hosted_index and not self.outq.get(shard):
+            self.reserve_hosted(conn, args, now)
+            return
+        conn.waiting = self.request(shard, ops.RESERVE, conn, args, self.on_reserved)
+        return
+    cross = CrossReserve(conn)
+    cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
+    if soon_at is not None and (timeout_at is None or soon_at <= timeout_at):
+        cross.expire_at, cross.reply = soon_at, proto.DEADLINE_SOON
+    conn.waiting = cross
+    for shard, tubes in by_shard.items():
+        rid = self.request(shard, ops.RESERVE, conn, [tubes, None, None, True], None)
+        cross.rids[rid] = shard
+        cross.tubes[rid] = tubes
+        cross.live.add(rid)
+        self.cross[rid] = cross
+
+
+def reserve_hosted(self: ServingProcess, conn: Conn, args: list[Any], now: int) -> None:
+    """A reserve on the hosted shard, at once: answered now, or a waiter the engine
+    answers later (take_events in run_hosted) under this rid."""
+    assert self.hosted is not None
+    rid = self.new_rid()
+    tubes, timeout_at, soon_at, _offer = args
+    payload = self.hosted.core.reserve_local(conn.id, rid, tuple(tubes), now, timeout_at, soon_at)
+    if payload is None:
+        self.pending[rid] = (conn, self.on_reserved)
+        conn.waiting = rid
+    else:
+        self.on_reserved(conn, payload)
+
+
+def reserve_at_eof(self: ServingProcess, conn: Conn) -> None:
+    """The client ended its input while a reserve waits: the reserve's timeout becomes
+    now. A job ready (or offered) by then is still reserved; otherwise TIMED_OUT. Either
+    way the commands read after it are answered next (reply -> pump)."""
+    waiting = conn.waiting
+    if isinstance(waiting, CrossReserve):
+        if waiting.done:
+            return  # settled: its reply waits only for its cancels' answers
+        waiting.expire_at, waiting.reply = time.monotonic_ns(), proto.TIMED_OUT
+        if len(waiting.answered) == len(waiting.rids):  # settled with no offer: waits
+            self.finish_cross(waiting, proto.TIMED_OUT)
+        return  # still collecting first answers: settle_cross decides
+    if waiting is not None:
+        # withdraw the waiter; requests to a shard are ordered, so its answer comes
+        # first if it served the reserve, else CANCELLED (on_reserved: TIMED_OUT)
+        target = self.inflight[waiting][0] if waiting in self.inflight else self.hosted_index
+        self.cancel(target, waiting, conn)
+
+
+def on_reserved(self: ServingProcess, conn: Conn, payload: list[Any]) -> None:
+    conn.waiting = None
+    if payload[0] == CANCELLED:  # withdrawn at end of input (reserve_at_eof)
+        self.reply(conn, proto.TIMED_OUT)
+        return
+    if payload[0] == RESERVED:
+        _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
+        conn.reserved[job_id] = deadline
+        self.reply(conn, reply)
+        return
+    self.reply(conn, payload[1])  # FINAL: the reply bytes
+
+
+def on_cross(self: ServingProcess, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
+    kind = payload[0]
+    if kind in (CANCELLED, OFFER):
+        cross.live.discard(rid)
+    if kind == OFFER:
+        offer = Offer._make(payload)
+        if cross.done:
+            self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
+        else:
+            cross.offers.append((rid, offer))
+    if kind in (OFFER, WAITING):
+        cross.answered.add(rid)
+    if not cross.done and len(cross.answered) == len(cross.rids):
+        self.settle_cross(cross)
+    if rid not in cross.live:
+        self.inflight.pop(rid, None)
+    if cross.done and not cross.live:
+        self.end_cross(cross)
+
+
+def offer_order(entry: tuple[int, Offer]) -> tuple[int, int]:
+    """Offers compare by (priority, put order): the most urgent, then the oldest."""
+    return entry[1].pri, entry[1].seq
+
+
+def settle_cross(self: ServingProcess, cross: CrossReserve) -> None:
+    """Every shard has answered once: take the best offer, or decide to wait or stop."""
+    if cross.offers:
+        best_rid, best = min(cross.offers, key=offer_order)
+        cross.offers.remove((best_rid, best))
+        self.request(cross.rids[best_rid], ops.ACCEPT, cross.conn, [best.job_id], None)
+        cross.conn.reserved[best.job_id] = time.monotonic_ns() + best.ttr  # TTR starts now
+        self.finish_cross(cross, best.reply)
+        return
+    now = time.monotonic_ns()
+    if cross.expire_at is not None and now >= cross.expire_at:
+        self.finish_cross(cross, cross.reply)
+    elif cross.expire_at is not None:
+        heapq.heappush(self.timers, (cross.expire_at, id(cross), cross))
+
+
+def finish_cross(self: ServingProcess, cross: CrossReserve, reply: bytes | None) -> None:
+    """Settle the reserve with `reply` (None: its connection went). The shards that still
+    hold a waiter for it are told to drop it, and the reply waits for their answers: a
+    client that sees RESERVED (or TIMED_OUT) and then asks `stats-tube` must not find this
+    connection still waiting there, as beanstalkd never shows it."""
+    if not cross.done:
+        cross.done = True
+        for rid, offer in cross.offers:  # collected, never settled: each goes back
+            self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
+        cross.offers.clear()
+        for rid in cross.live:
+            if rid in self.cross:
+                self.cancel(cross.rids[rid], rid, cross.conn)
+    cross.answer = reply
+    if not cross.live or reply is None or cross.conn.phase is CLOSED:
+        self.end_cross(cross)
+
+
+def end_cross(self: ServingProcess, cross: CrossReserve) -> None:
+    """The settled reserve's shards have all answered: forget it, and send its reply."""
+    if not cross.live:
+        for r in cross.rids:
+            self.cross.pop(r, None)
+    conn, reply = cross.conn, cross.answer
+    cross.answer = None
+    if conn.waiting is cross:
+        conn.waiting = None
+        if reply is not None and conn.phase is not CLOSED:
+            self.reply(conn, reply)
+
+
+def run_timers(self: ServingProcess, now: int) -> None:
+    while self.timers and self.timers[0][0] <= now:
+        _, _, cross = heapq.heappop(self.timers)
+        if not cross.done:
+            self.finish_cross(cross, cross.reply)
+
+
+def reask_offers(self: ServingProcess, target: int) -> None:
+    """Offers from the target that a cross-shard reserve collected and has not settled yet
+    died with the process (the restarted shard has the jobs ready again): ask again, so
+    an ACCEPT never goes out for a job the shard no longer holds for the connection."""
+    for cross in {id(x): x for x in self.cross.values()}.values():
+        if cross.done:
+            continue
+        for rid, offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
+            cross.offers.remove((rid, offer))
+            cross.answered.discard(rid)
+            cross.live.add(rid)
+            req = [ops.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
+            self.inflight[rid] = (target, req)  # resent below with the other requests
+
+
+def disconnect(self: ServingProcess, conn: Conn) -> None:
+    """The connection closed: every shard it used forgets it. When it held jobs of several
+    shards, those shards hold the jobs' tubes closed to reserves until all of them have
+    made the jobs ready (their answers to DISCONNECT with hold), then UNHOLD opens them:
+    nobody can take one of the jobs and then see another still reserved."""
+    holding = {self.job_shard(job_id) for job_id in conn.reserved}
+    if len(holding) < 2:
+        holding = set()
+    for shard in conn.shards - holding:
+        self.request(shard, ops.DISCONNECT, conn, [], None)
+    if not holding:
+        return
+    unanswered = set(holding)
+
+    def answered(shard: int, _conn: Conn | None, _payload: list[Any]) -> None:
+        """A shard has the jobs ready and their tubes held: once all have, UNHOLD."""
+        unanswered.discard(shard)
+        if not unanswered:
+            for target in holding:
+                self.request(target, ops.UNHOLD, conn, [], None)
+
+    for shard in holding:
+        rid = self.request(shard, ops.DISCONNECT, conn, [True], None)
+        self.pending[rid] = (None, functools.partial(answered, shard))
+        # forgotten, not resent, if the shard restarts (resync: its connection is gone);
+        # the other shards' holds then end by themselves (closing.HOLD_S)
+        self.inflight[rid] = (shard, [ops.DISCONNECT, rid, conn.id, True])

@@ -1,0 +1,172 @@
+"""The fast path: a connection at home, from its read to the hosted engine and back.
+
+Most connections use and watch tubes of the shard their serving process hosts (handoff
+moves them there). For them the common commands (put, reserve, reserve-with-timeout,
+delete) need nothing of the general path: no command object, no request to a peer, no
+phase step, no reply callback. `serve_home` takes one read of such a connection, serves
+every such command at its start straight from the bytes — the hosted shard's engine
+applies it, the reply bytes go onto the connection's output — and stops at the first
+command it does not serve: anything else, anything not in its plain form (`put 0 0 10 5`,
+one space between fields, digits only), a command whose tube or job is not at home, an
+incomplete command, a reserve that has to wait. What follows goes to the connection's
+parser and the general path (clients.pump), so replies stay in order and every quirk of
+the protocol is the parser's alone: the fast path serves only lines whose meaning the
+parser would give the same way.
+
+The turn that served them commits the hosted shard's log before any output leaves
+(loop.run_hosted, then flush_output), exactly as for the general path.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from shardq.cluster.routing import TubeShards
+from shardq.engine.engine import RESERVED
+from shardq.engine.job import NS
+from shardq.processes.serving.conn import IDLE, Conn
+from shardq.protocol.parser import INT_MAX, MAX_LINE, U32_MAX, U64_MAX
+
+if TYPE_CHECKING:
+    from shardq.processes.serving.loop import ServingProcess
+
+CRLF = b"\r\n"
+P, R, D = 112, 114, 100  #: first bytes of put, reserve*, delete
+TIMEOUT_AT = len(b"reserve-with-timeout ")
+
+
+def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
+    """May this connection's next read take the fast path? Nothing of it may be under way
+    (no command in flight or held, its parser between commands, nothing queued for the
+    hosted shard that a command of this read would have to follow)."""
+    return (
+        conn.phase is IDLE
+        and conn.held is None
+        and conn.parser.at_rest
+        and not self.outq.get(self.hosted_index)
+    )
+
+
+def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
+    """Serve the commands at the start of `data` that the fast path serves; the number of
+    bytes they took (0: none). The caller feeds the rest to the parser."""
+    assert self.hosted is not None
+    core = self.hosted.core
+    home = self.hosted_index
+    stats = self.stats
+    out = conn.out
+    find = data.find
+    starts = data.startswith
+    end = len(data)
+    now = time.monotonic_ns()
+    max_output = self.max_output
+    tube_shards = self.tube_shards
+    pos = 0
+    try:  # out of memory, the command at `pos` is left to the general path (which
+        # answers a put it cannot hold OUT_OF_MEMORY: shedding.py)
+        while pos < end:
+            nl = find(CRLF, pos, pos + MAX_LINE)
+            if nl < 0:
+                break
+            first = data[pos]
+            if first == P:
+                if not starts(b"put ", pos):
+                    break
+                fields = data[pos + 4 : nl].split(b" ")
+                if len(fields) != 4:
+                    break
+                pri_s, delay_s, ttr_s, size_s = fields
+                if not (
+                    pri_s.isdigit() and delay_s.isdigit() and ttr_s.isdigit() and size_s.isdigit()
+                ):
+                    break
+                size = int(size_s)
+                start = nl + 2
+                stop = start + size
+                if stop + 2 > end or size > conn.parser.max_job_size or not starts(CRLF, stop):
+                    break  # incomplete (the parser waits for the rest), too big, or no CRLF
+                pri, delay, ttr = int(pri_s), int(delay_s), int(ttr_s)
+                tube = conn.use
+                if (
+                    pri > U32_MAX
+                    or delay > U32_MAX
+                    or ttr > U32_MAX
+                    or self.draining
+                    or tube_shards[tube] != home
+                ):
+                    break
+                job_id = self.take_id(home)
+                if job_id is None:
+                    break  # a block is being leased: the general path waits for it
+                reply = core.put_local(
+                    job_id, self.put_stamp(), tube, pri, delay, ttr, data[start:stop], now
+                )
+                stats["cmd-put"] += 1
+                conn.producer = True
+                pos = stop + 2
+                out += reply
+            elif first == R:
+                if nl == pos + 7 and starts(b"reserve", pos):
+                    timeout = -1
+                    stat = "cmd-reserve"
+                elif starts(b"reserve-with-timeout ", pos):
+                    digits = data[pos + TIMEOUT_AT : nl]
+                    if not digits.isdigit():
+                        break
+                    timeout = int(digits)
+                    if timeout > INT_MAX:
+                        break
+                    stat = "cmd-reserve-with-timeout"
+                else:
+                    break
+                if not all_home(tube_shards, conn.watch, home):
+                    break
+                stats[stat] += 1
+                if not conn.worker:
+                    conn.worker = True
+                    conn.away = None  # a worker's home is where its watched tubes are
+                conn.shards.add(home)
+                soon_at = conn.soon_at(now) if conn.reserved else None
+                rid = self.new_rid()
+                timeout_at = None if timeout < 0 else now + timeout * NS
+                payload = core.reserve_local(
+                    conn.id, rid, tuple(conn.watch), now, timeout_at, soon_at
+                )
+                pos = nl + 2
+                if payload is None:  # it waits: the engine answers it later (loop.run_hosted)
+                    conn.step("call")
+                    self.pending[rid] = (conn, self.on_reserved)
+                    conn.waiting = rid
+                    break
+                if payload[0] == RESERVED:
+                    conn.reserved[payload[2]] = payload[3]
+                out += payload[1]
+            elif first == D:
+                if not starts(b"delete ", pos):
+                    break
+                digits = data[pos + 7 : nl]
+                if not digits.isdigit():
+                    break
+                job_id = int(digits)
+                if job_id > U64_MAX or self.job_shard(job_id) != home:
+                    break
+                stats["cmd-delete"] += 1
+                out += core.delete_local(conn.id, job_id, now)
+                if conn.reserved:
+                    conn.reserved.pop(job_id, None)
+                pos = nl + 2
+            else:
+                break
+            if len(out) > max_output:
+                break  # the caller closes it (clients.overflow)
+    except MemoryError:
+        pass
+    return pos
+
+
+def all_home(tube_shards: TubeShards, tubes: list[str], home: int) -> bool:
+    """Do all these tubes live on the hosted shard?"""
+    if len(tubes) == 1:
+        return tube_shards[tubes[0]] == home
+    return all(tube_shards[tube] == home for tube in tubes)

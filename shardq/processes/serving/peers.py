@@ -1,0 +1,258 @@
+"""Requests to the other processes: batching per peer, rids, replies routed back, and what a
+restarted peer is sent again."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from shardq.cluster import wire
+from shardq.cluster.routing import MAX_SERVING
+from shardq.engine.engine import CANCELLED, OFFER
+from shardq.engine.reserve import Offer
+from shardq.processes.common.zmqctx import dealer
+from shardq.processes.serving import handoff
+from shardq.processes.serving.clients import PRIVATE
+from shardq.processes.serving.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
+from shardq.processes.serving.handlers import PIPELINED
+from shardq.processes.shard import ops
+
+if TYPE_CHECKING:
+    from shardq.processes.serving.loop import ServingProcess
+
+NO_REPLY = frozenset(
+    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET, ops.MOVE_REF, ops.UNHOLD}
+)  #: fire-and-forget ops
+
+
+MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
+
+
+def monitor_event(frames: list[bytes]) -> int:
+    """The event number of a ZeroMQ socket-monitor message: its first frame starts with the
+    event (16 bits) and a value (32 bits), native order. Read here, not with
+    zmq.utils.monitor, which imports asyncio (≈ 25 ms more for every process start)."""
+    return int(MONITOR_HEAD.unpack_from(frames[0])[0])
+
+
+def _dealer(self: ServingProcess) -> zmq.Socket:
+    s = dealer(self.ctx)
+    s.setsockopt(zmq.IMMEDIATE, 1)  # queue here, not in a pipe to a process that died
+    return s
+
+
+def new_rid(self: ServingProcess) -> int:
+    """A request id unique across serving processes (its low bits: this one's index)."""
+    rid = self.next_rid
+    self.next_rid += MAX_SERVING
+    return rid
+
+
+def request(
+    self: ServingProcess,
+    target: int,
+    op: int,
+    conn: Conn | None,
+    args: list[Any],
+    done: Done | None,
+) -> int:
+    rid = self.new_rid()
+    if done is not None and conn is not None:
+        self.pending[rid] = (conn, done)
+    req = [op, rid, conn.id if conn else 0, *args]
+    if op not in NO_REPLY and (op != ops.REF or done is not None):
+        self.inflight[rid] = (target, req)  # resent if the target restarts
+    self.outq.setdefault(target, []).append(req)
+    return rid
+
+
+def cancel(self: ServingProcess, target: int, rid: int, conn: Conn) -> None:
+    """Withdraw a cross-shard waiter; the CANCELLED answer says no offer can follow."""
+    req = [ops.CANCEL, rid, conn.id]
+    self.inflight[rid] = (target, req)
+    self.outq.setdefault(target, []).append(req)
+
+
+def call(
+    self: ServingProcess, conn: Conn, target: int, op: int, args: list[Any], done: Done
+) -> None:
+    """Send a command for a connection. A plain request/reply op to a shard is pipelined:
+    the connection may send more to the same shard before the answer, since that shard
+    answers in order; anything else makes the connection wait for its answer. For the
+    hosted shard a plain op is applied at once, when nothing for that shard waits ahead
+    of it (its reply still leaves only after the turn's log commit)."""
+    if op in PIPELINED:
+        if conn.phase is IDLE and target == self.hosted_index and not self.outq.get(target):
+            # at once only with nothing of this connection in flight: replies in order
+            assert self.hosted is not None
+            done(conn, self.hosted.core.run(op, conn.id, args, time.monotonic_ns()))
+            return
+        conn.step("pipe")
+        conn.piped += 1
+        conn.pipe_target = target
+
+        def piped_done(k: Conn, payload: list[Any]) -> None:
+            k.piped -= 1
+            if not k.piped:
+                k.step("drained")
+            done(k, payload)
+
+        self.request(target, op, conn, args, piped_done)
+        return
+    conn.step("call")
+    self.request(target, op, conn, args, done)
+
+
+def flush_requests(self: ServingProcess) -> None:
+    self.retry_soon = False
+    for target, batch in self.outq.items():
+        if batch and self.up.get(target):
+            sock = self.socks[target]
+            self.touched.add(sock)
+            try:
+                sock.send(wire.pack(batch), zmq.NOBLOCK)
+            except zmq.Again:
+                self.retry_soon = True  # the peer is not writable yet; try next turn
+                continue
+            batch.clear()
+    if self.handovers.answers:
+        handoff.send_answers(self)  # those its peers' full inboxes did not take yet
+
+
+def on_monitor(self: ServingProcess, target: int, event: int) -> None:
+    if event == zmq.EVENT_DISCONNECTED:
+        self.up[target] = False
+        handoff.take_back(self, target)  # a serving process (its shard's) gone mid-handover
+        return
+    self.up[target] = True
+    if target in self.seen_up:
+        self.resync(target)
+    elif target != COORDINATOR:
+        # first contact: drop what this process's previous life left there
+        self.outq.setdefault(target, []).insert(0, [ops.RESET, 0, self.index])
+    else:
+        rid = self.request(COORDINATOR, wire.BLOCKS, None, [], None)
+        self.pending[rid] = (None, self.got_blocks)
+    self.seen_up.add(target)
+    self.maybe_ready()
+
+
+def on_blocks(self: ServingProcess, table: list[list[int]]) -> None:
+    """The id blocks leased before this serving process started (a restart, or a log replayed)."""
+    for block, shard in table:
+        self.blocks[block] = shard
+    self.blocks_loaded = True
+    self.maybe_ready()
+
+
+def maybe_ready(self: ServingProcess) -> None:
+    """Once every process is reachable and every id routable, start taking connections
+    (until then clients wait in the listen backlog) and tell the supervisor."""
+    if self.accepting or not self.blocks_loaded or len(self.seen_up) < len(self.socks):
+        return
+    self.accepting = True
+    self.sel.register(self.listener, selectors.EVENT_READ, None)
+    if self.private is not None:
+        self.sel.register(self.private, selectors.EVENT_READ, PRIVATE)
+    if self.ready_fd >= 0:
+        os.write(self.ready_fd, b"ready\n")
+        os.close(self.ready_fd)
+        self.ready_fd = -1
+
+
+def resent(self: ServingProcess, req: list[Any]) -> list[Any]:
+    """A request as it is sent again to a restarted process (its first try may have
+    reached the log): references are already restored, and a delete or bury of a job
+    the connection held is marked so the shard can tell "done before" from "not found"."""
+    if req[0] == ops.REF:
+        return [ops.REF, req[1], req[2], req[3], 0, 0]
+    conn = self.conns.get(req[2])
+    if req[0] in (ops.DELETE, ops.BURY) and conn is not None and req[3] in conn.reserved:
+        return [*req, True]
+    return req
+
+
+def resync(self: ServingProcess, target: int) -> None:
+    """The target restarted: restore tube references, then resend what it never answered."""
+    refs: list[list[Any]] = []
+    if target != COORDINATOR:
+        counts: dict[str, list[int]] = {}
+        for conn in self.conns.values():
+            counts.setdefault(conn.use, [0, 0])[0] += 1
+            for tube in conn.watch:
+                counts.setdefault(tube, [0, 0])[1] += 1
+        for tube, (using, watching) in counts.items():
+            if self.shard_of(tube) == target:
+                refs.append([ops.REF, 0, self.index, tube, using, watching])
+        now = time.monotonic_ns()
+        for conn in self.conns.values():
+            for job_id, deadline in conn.reserved.items():
+                if deadline >= now and self.job_shard(job_id) == target:
+                    refs.append([ops.REASSERT, 0, conn.id, job_id, deadline])
+        refs.append([ops.SETTLED, 0, self.index])  # a restarted shard may hand out jobs now
+    self.reask_offers(target)
+    resend = []
+    for rid, (t, req) in sorted(self.inflight.items()):
+        if t != target:
+            continue
+        if req[2] == 0 or req[2] in self.conns:
+            resend.append(self.resent(req))
+        else:
+            self.drop_request(rid)  # its connection is gone: nothing of it survives
+    queued = [r for r in self.outq.get(target, []) if r[1] not in self.inflight]
+    self.outq[target] = refs + resend + queued
+
+
+def got_blocks(self: ServingProcess, _conn: Conn | None, payload: list[Any]) -> None:
+    """The coordinator's table of leased id blocks (asked for on first contact)."""
+    self.on_blocks(payload[0])
+
+
+def drop_request(self: ServingProcess, rid: int) -> None:
+    """Forget an unanswered request of a closed connection instead of resending it to a
+    restarted process (a reserve sent again would wait, or take a job, for nobody). A
+    cross-shard reserve's part counts as cancelled: no offer can come from it."""
+    self.inflight.pop(rid, None)
+    self.pending.pop(rid, None)
+    cross = self.cross.get(rid)
+    if cross is not None:
+        self.on_cross(rid, cross, [CANCELLED])
+
+
+def on_replies(self: ServingProcess, batch: list[list[Any]]) -> None:
+    for reply in batch:
+        rid, payload = reply[0], reply[1:]
+        if rid == 0:
+            continue
+        cross = self.cross.get(rid)
+        if cross is not None:
+            self.on_cross(rid, cross, payload)
+            continue
+        self.inflight.pop(rid, None)
+        entry = self.pending.pop(rid, None)
+        if entry is None:
+            if payload and payload[0] == OFFER:
+                self.decline_stray(payload)
+            continue
+        conn, done = entry
+        if conn is None or conn.phase is not CLOSED:
+            try:
+                done(conn, payload)  # type: ignore[arg-type]
+            except Exception:  # a bug must cost one command, not every connection
+                self.internal_error(conn, f"the answer {payload!r} to request {rid}")
+
+
+def decline_stray(self: ServingProcess, offer: list[Any]) -> None:
+    """An offer for a reserve this serving process no longer tracks: give the job back. Offers
+    and cancels are ordered, so this should not happen; if it does, a job must not stay
+    offered to a connection that is not waiting for it."""
+    got = Offer._make(offer)
+    job_id, conn_id = got.job_id, got.conn
+    shard = self.job_shard(job_id)
+    if shard is not None:
+        self.outq.setdefault(shard, []).append([ops.DECLINE, 0, conn_id, job_id])

@@ -1,0 +1,370 @@
+"""A shard: one Engine with its write-ahead log and event log.
+
+`ShardCore` is the shard without a socket: it applies requests (wire.py's shapes) to the
+engine, remembers which peer waits for which reserve, commits the log once per turn and
+knows when it next has to wake up. Two shells drive it: `ShardServer` (server.py), the
+ZeroMQ ROUTER loop of a shard process, and the serving process, which can host a shard in
+its own process so that commands for that shard's tubes take no hop (serving/process.py).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from shardq.cluster import wire
+from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
+from shardq.engine.policy import Policies
+from shardq.engine.records import RECORD_OVERHEAD
+from shardq.engine.timing import Timing
+from shardq.processes.common import live, outofmemory, quota
+from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
+from shardq.processes.shard import ops
+from shardq.processes.shard.closing import Closing
+from shardq.processes.shard.holding import Holding, Outbox
+from shardq.processes.shard.logfault import LogFault
+from shardq.processes.shard.ops import HANDLERS
+from shardq.processes.shard.settling import Settling
+from shardq.protocol import proto
+from shardq.storage.events import EventLog
+from shardq.storage.wal import Wal
+
+log = logging.getLogger(__name__)
+
+LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
+
+#: ops that settling (a restarted shard, processes/shard/settling.py) holds, drops or counts
+SETTLING_OPS = frozenset(
+    (ops.RESERVE, ops.RESERVE_JOB, ops.SETTLED, ops.CANCEL, ops.DISCONNECT, ops.RESET)
+)
+
+
+#: ops that a close's hold (processes/shard/closing.py) may defer, and the ones that end holds
+HOLDABLE = frozenset((ops.RESERVE, ops.RESERVE_JOB))
+CLOSING_OPS = frozenset((ops.UNHOLD, ops.RESET))
+
+
+class ShardCore(Holding):
+    """The engine of one shard with its logs; knows which peer waits for which reserve."""
+
+    def __init__(
+        self,
+        index: int,
+        owns_default: bool,
+        events: EventLog | None = None,
+        wal: Wal | None = None,
+        settle_from: set[int] | None = None,
+        metrics: bool = False,
+        policies: Policies | None = None,
+    ) -> None:
+        """`settle_from`: a restarted shard's serving processes that may still hold jobs of
+        it (see processes/shard/settling.py); None or empty for a first start. `metrics`: keep the
+        histograms of the metrics endpoint (engine/timing.py). `policies`: the per-tube
+        policies (engine/policy.py), before the log is replayed."""
+        self.index = index
+        self.engine = Engine(owns_default=owns_default)
+        if policies:
+            self.engine.set_policies(policies)
+        self.event_log = events
+        if events is not None:
+            self.engine.audit = []
+        self.wal = wal
+        self.log_fault: LogFault | None = None  #: the log cannot be written (logfault.py)
+        if wal is not None:
+            self.recover(wal)
+        self.waiting_peer: dict[int, bytes] = {}  # rid of a waiting reserve -> peer identity
+        #: the hosting serving process's part of `stats`, added to COUNTS (None: not hosted)
+        self.host_fields: Callable[[], dict[str, Any]] | None = None
+        #: limits.max_jobs / max_memory across the server (None: neither is set)
+        self.quota = quota.inherited
+        self.settle_quota()  # what this shard holds now: recovered, or nothing
+        self.settling: Settling | None = None
+        self.closing = Closing()  # closes whose tubes are held (processes/shard/closing.py)
+        if settle_from:
+            self.settling = Settling(settle_from, time.monotonic_ns())
+        if metrics:
+            self.enable_timing()
+
+    def enable_timing(self) -> None:
+        """`metrics.listen` is set: keep the wait, run and fsync histograms (METRICS op)."""
+        timing = self.engine.timing = Timing()
+        if self.wal is not None:
+            self.wal.sync = timing.timed_sync(self.wal.sync, time.monotonic_ns)
+            timing.extra = self.wal.figures
+
+    def take_live(self, settings: live.Live) -> None:
+        """SIGHUP: the per-tube policies may have changed; every tube resolves its own again
+        (a raised limit serves waiting reserves at once: their answers are engine events)."""
+        policies = Policies(settings.tubes)
+        if policies.plain != self.engine.policies.plain:
+            self.engine.set_policies(policies, time.monotonic_ns())
+            log.info("shard %d: tube policies now %s", self.index, policies.plain or "none")
+
+    def settle_quota(self) -> None:
+        """Tell the server-wide quota what this shard's engine holds (`quota.Quota.settle`)."""
+        if self.quota is not None:
+            engine = self.engine
+            jobs = len(engine.jobs)
+            held = engine.live_bytes + jobs * (JOB_OVERHEAD_BYTES - RECORD_OVERHEAD)
+            self.quota.settle(self.index, jobs, held)
+
+    def recover(self, wal: Wal) -> None:
+        """Rebuild the engine from the log before serving anything, then log from here on."""
+        started = time.monotonic()
+        self.engine.wall_offset = time.time_ns() - time.monotonic_ns()
+        self.engine.restore(wal.replay(), time.monotonic_ns())
+        self.engine.wal_out = []
+        try:
+            wal.start()
+        except OSError as e:  # a full or failing disk: serve what was replayed, refuse puts
+            fault = LogFault(self, e, starting=True)
+            self.log_fault = None if fault.over else fault
+        self.engine.log_stats = wal.stats()
+        gc.freeze()  # the recovered jobs hold no cycles: no collection needs to walk them
+        took = time.monotonic() - started
+        log.info("shard %d: recovered %d jobs in %.2f s", self.index, len(self.engine.jobs), took)
+
+    def handle(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
+        """Apply one request; its reply ``[rid, *payload]``, or None (none, or later)."""
+        try:
+            payload = self.apply(peer, req, now)
+        except Exception as e:  # one bad request must not take the shard down
+            payload = self.failed(req[0], req[1], e)
+        return None if payload is None else [req[1], *payload]
+
+    def handle_into(self, peer: bytes, req: list[Any] | wire.Unread, now: int, out: Outbox) -> None:
+        """Apply one request and put its reply, and the events it caused, into `out` in the
+        order they happened. The order matters: a put that serves an offer-mode waiter and
+        a CANCEL of that waiter in the same batch must reach the serving process as OFFER, then
+        CANCELLED, or the serving process would think no offer could follow and strand the job.
+        A request that could not be decoded for want of memory is answered OUT_OF_MEMORY."""
+        if isinstance(req, wire.Unread):
+            reply: list[Any] | None = [req.rid, *self.failed(req.op, req.rid, MemoryError())]
+        else:
+            reply = self.handle(peer, req, now)
+        if reply is not None:
+            out.setdefault(peer, []).append(reply)
+        if self.engine.events:
+            self.route_events(out)
+
+    def route_events(self, out: Outbox) -> None:
+        """What the engine answered on its own so far, to the peers that wait for it."""
+        events = self.engine.events
+        for rid, payload in events:
+            peer = self.waiting_peer.pop(rid, None)
+            if peer is not None:
+                out.setdefault(peer, []).append([rid, *payload])
+        events.clear()
+
+    def run(self, op: int, conn: int, args: list[Any], now: int) -> list[Any]:
+        """A plain request/reply op from the hosting serving process: its payload, with no rid or
+        peer to carry (the serving process's direct path, see ServingProcess.call)."""
+        try:
+            if op == ops.PUT and not self.admit_put(args):
+                return [proto.OUT_OF_MEMORY]  # not taken
+            payload = HANDLERS[op](self.engine, conn, args, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failed(op, 0, e)
+        assert payload is not None, op  # only ops with a reply come this way
+        return payload
+
+    def admit_put(self, args: list[Any]) -> bool:
+        """`admit` for a PUT request's arguments."""
+        return self.admit(args[2], len(args[6]))
+
+    def admit(self, tube: str, body_len: int) -> bool:
+        """May a put of `body_len` bytes into `tube` be taken, with the copies its tube's
+        fanout makes (engine/fanout.py)? There must be room to log them all (`Wal.admit`)
+        and room under limits.max_jobs and max_memory (`quota.Quota.admit`); False: it is
+        answered OUT_OF_MEMORY."""
+        wal = self.wal
+        if wal is None and self.quota is None:
+            return True  # nothing to fill: no log, no limits
+        engine = self.engine
+        jobs = 1 + engine.copies(tube) if engine.families else 1
+        if wal is not None and (
+            self.log_fault is not None or not all(wal.admit(body_len) for _ in range(jobs))
+        ):
+            return False
+        return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
+
+    def put_local(
+        self,
+        job_id: int,
+        seq: int,
+        tube: str,
+        pri: int,
+        delay: int,
+        ttr: int,
+        body: bytes,
+        now: int,
+    ) -> bytes:
+        """A put from the hosting serving process's fast path (serving/home.py): the
+        client's reply. As `run` does for PUT, without a request to unpack."""
+        if not self.admit(tube, len(body)):
+            return proto.OUT_OF_MEMORY
+        try:
+            return self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return bytes(self.failed(ops.PUT, 0, e)[0])
+
+    def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
+        """A delete from the hosting serving process's fast path: the client's reply."""
+        try:
+            return self.engine.delete(conn, job_id, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return bytes(self.failed(ops.DELETE, 0, e)[0])
+
+    def reserve_local(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+    ) -> list[Any] | None:
+        """A reserve from the hosting serving process (serving/home.py, cross.py): its
+        payload now, or None when it waits (answered later as an event under `rid`). As
+        `apply` does for RESERVE, without a request to unpack."""
+        if self.settling is not None or self.closing.holds:
+            req = [ops.RESERVE, rid, conn, tubes, timeout_at, soon_at, False]
+            reply = self.handle(LOCAL_PEER, req, now)
+            return None if reply is None else reply[1:]
+        try:
+            payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failed(ops.RESERVE, rid, e)
+        if payload is None:
+            self.waiting_peer[rid] = LOCAL_PEER
+        return payload
+
+    def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
+        """The payload for a request that raised: INTERNAL_ERROR to its client, or
+        OUT_OF_MEMORY when memory ran out (what beanstalkd answers then)."""
+        if isinstance(error, MemoryError):
+            outofmemory.note(f"shard {self.index}: a request, answered OUT_OF_MEMORY")
+            answer = proto.OUT_OF_MEMORY
+        else:
+            log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
+            answer = proto.INTERNAL_ERROR
+        if op in (ops.RESERVE, ops.RESERVE_JOB):
+            return [FINAL, answer]
+        return [answer, 0]
+
+    def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
+        op, rid, conn, args = req[0], req[1], req[2], req[3:]
+        if self.settling is not None and op in SETTLING_OPS:
+            return self.while_settling(self.settling, peer, req)
+        if op == ops.PUT and not self.admit_put(args):
+            return [proto.OUT_OF_MEMORY]  # not taken
+        if self.closing.holds and op in HOLDABLE and self.closing.defers(self.engine, op, args):
+            self.closing.deferred.add(peer, req)
+            return None  # answered when the tube opens (UNHOLD)
+        if op == ops.RESERVE:
+            tubes, timeout_at, soon_at, offer = args
+            payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
+            if payload is None or payload[0] == WAITING:  #: answered later as an event
+                self.waiting_peer[rid] = peer
+            return payload
+        if op == ops.DISCONNECT:  # its waiters go quietly: forget whom they answered to
+            for rid in [r for r, w in self.engine.waiters.items() if w.conn == conn]:
+                self.waiting_peer.pop(rid, None)
+            self.closing.deferred.drop_conn(conn)
+            if args:  # with hold: its jobs are ready, their tubes closed until UNHOLD
+                self.closing.hold(conn, self.engine.disconnect(conn, now, hold=True), now)
+                return []
+        if op in CLOSING_OPS:
+            return self.while_closing(op, rid, conn, now)
+        if op == ops.COUNTS and self.host_fields is not None:
+            counts = ops.op_counts(self.engine, conn, args, now)
+            return [*counts, self.host_fields()]
+        if op == ops.SETTLED:
+            return None  # not settling (a first start, or settled already)
+        if op == ops.CANCEL:
+            if self.closing.deferred.drop_rid(rid):
+                return [CANCELLED]
+            if self.engine.cancel(rid):
+                self.waiting_peer.pop(rid, None)
+            # else the waiter was served: its event still needs the peer (route_events)
+            return [CANCELLED]  # no offer for this rid can follow
+        return HANDLERS[op](self.engine, conn, args, now)
+
+    def take_events(self, now: int, out: Outbox) -> None:
+        """Run the timers; what the engine answered on its own goes into `out`."""
+        if self.settling is not None and self.settling.done(now):
+            self.release_held(now, out)
+        if self.closing.holds or self.closing.lifted:
+            self.end_holds(now, out)
+        engine = self.engine
+        engine.tick(now)
+        if engine.events:
+            self.route_events(out)
+
+    def commit(self) -> None:
+        """Group commit, before any reply of the turn leaves: this turn's log records in one
+        write, synced as the policy says; the turn's job events to the event log; the room
+        the turn's deletes freed given back to the quota."""
+        if self.quota is not None:
+            self.settle_quota()
+        wal = self.wal
+        if wal is not None:
+            if self.log_fault is not None:
+                if self.engine.wal_out:
+                    self.engine.wal_out.clear()  # the snapshot that ends the fault holds it
+                self.log_fault.retry(time.monotonic())
+            else:
+                try:
+                    self.write_log(wal)
+                except (OSError, MemoryError) as e:
+                    fault = LogFault(self, e)  # tries a fresh segment at once
+                    self.log_fault = None if fault.over else fault  # else puts are refused
+        if self.event_log is not None and self.engine.audit:
+            self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
+            self.engine.audit.clear()
+
+    def write_log(self, wal: Wal) -> None:
+        """This turn's records in one write, synced as the policy says; compaction when due.
+        OSError: the log cannot be written (see processes/shard/logfault.py)."""
+        records = self.engine.wal_out
+        if records:
+            wal.append(records)
+            records.clear()
+            self.engine.log_stats = wal.stats()
+            if wal.fsync_ms == 0:
+                wal.maybe_sync(time.monotonic())
+        wal.maybe_sync(time.monotonic())
+        if wal.needs_compaction(self.engine.live_bytes):
+            try:
+                wal.compact(self.engine.snapshot())
+            except (OSError, MemoryError) as e:
+                log.error("shard %d: compaction failed: %s", self.index, e)
+
+    def next_wakeup(self) -> int | None:
+        """Monotonic ns of the next timer: the engine's, or the log's next sync."""
+        wake = self.engine.next_wakeup()
+        if self.settling is not None:
+            wake = self.settling.until if wake is None else min(wake, self.settling.until)
+        held = self.closing.next_until()
+        if held is not None:
+            wake = held if wake is None else min(wake, held)
+        if self.log_fault is not None:
+            left = max(0.0, self.log_fault.next_try - time.monotonic())
+            at = time.monotonic_ns() + int(left * 1e9)
+            wake = at if wake is None else min(wake, at)
+        elif self.wal is not None:
+            due = self.wal.sync_due(time.monotonic())
+            if due is not None:
+                sync_at = time.monotonic_ns() + max(0, int((due - time.monotonic()) * 1e9))
+                wake = sync_at if wake is None else min(wake, sync_at)
+        return wake
+
+    def close(self) -> None:
+        """Sync and close the logs (SIGTERM: what was written is synced before exit)."""
+        if self.wal is not None:
+            self.wal.close()
+        if self.event_log is not None:
+            self.event_log.close()

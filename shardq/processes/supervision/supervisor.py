@@ -1,0 +1,417 @@
+"""The supervisor: binds the port, starts every process, restarts the ones that die.
+
+It binds the listening socket itself and passes it to every serving process (serving process),
+so a restarted one keeps the same port and `-p 0` is resolved before anything else starts.
+Signals become actions: SIGTERM/SIGINT stop everything (children get SIGTERM, then
+SIGKILL after a grace period) and remove the ipc socket files; SIGUSR1 puts the
+server in drain mode; SIGHUP reads the config file again and applies what can change
+without a restart (`reload_config`, `processes/common/live.py`).
+
+It logs through `shardq.log` as ``shardq[supervisor]`` and passes the config's `verbose`
+to every child (``--verbose``), so `-V` reaches every process. Its one line on stdout,
+``shardq listening on HOST:PORT`` (`LISTENING`), is an interface: tests and tools parse it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any, NoReturn
+
+from shardq.cluster.routing import NAMES, SPREAD
+from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
+from shardq.log import setup as setup_logging
+from shardq.metrics import ADDRESS_FILE
+from shardq.processes.common import live, quota
+from shardq.processes.common.listener import (
+    bind_listener,
+    close_listener,
+    describe,
+    listening_address,
+    why,
+)
+from shardq.processes.common.sockpath import socket_path
+from shardq.processes.supervision import children as roles
+from shardq.processes.supervision.children import (
+    PRIVATE_SOCKET,
+    Child,
+    LayoutError,
+    families_needed,
+    log_routing,
+    preload,
+)
+from shardq.processes.supervision.forked import TimeoutExpired
+from shardq.processes.supervision.spawn import python_m
+from shardq.processes.supervision.startup import StartupError, become, find_user
+
+STOP_GRACE_S = 3.0  #: how long children get to exit on SIGTERM before SIGKILL
+START_TIMEOUT_S = 30.0  #: how long start-up may take before the supervisor gives up
+CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
+RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
+#: held from the exec until `run` handles them (SIGHUP would end a process with no handler)
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+#: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
+LISTENING = "shardq listening on {host}:{port}"
+#: The next lines, one per protocol front-end that is on (`shardq.bench.procs.kestrel_port`,
+#: `workq_port`): "shardq kestrel listening on ...", then "shardq workq listening on ...".
+FRONT_LISTENING = "shardq {name} listening on {host}:{port}"
+#: The metrics endpoint's line, after those (`shardq.bench.procs.metrics_port`).
+METRICS_LISTENING = "shardq metrics listening on {host}:{port}"
+
+log = logging.getLogger(__name__)
+
+
+class ListenError(Exception):
+    """A front-end's (Kestrel) or the metrics endpoint's address cannot be listened on
+    (str(): one line)."""
+
+
+class Supervisor:
+    def __init__(
+        self, config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
+    ) -> None:
+        """`listen_fd`: the listening socket the CLI bound before the exec (else bound here).
+        `reload`: how to read the config again on SIGHUP (config_file, overrides, flags)."""
+        self.config = config
+        self.reload = reload
+        self.reload_requested = False
+        if listen_fd is None:
+            self.listener = bind_listener(config.listen, config.port)  # first: it may fail
+        else:
+            self.listener = socket.socket(fileno=listen_fd)
+        self.metrics: socket.socket | None = None  # the metrics endpoint's HTTP port
+        if config.metrics_listen is not None:  # bound before -u, as the beanstalk port
+            self.metrics = bind_metrics(config.metrics_listen)
+        if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
+            become(find_user(config.user))
+        self.own_run_dir = config.run_dir is None
+        self.run_dir = config.run_dir or tempfile.mkdtemp(prefix="shardq-")
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.state_dir = config.wal_dir or self.run_dir
+        os.makedirs(self.state_dir, exist_ok=True)
+        #: how tubes are spread (cluster/routing.py): SPREAD, or what an old log recorded
+        self.routing = SPREAD if config.wal_dir is None else log_routing(config)
+        self.stopping = False
+        self.draining = False
+        #: the protocol front-ends' listening sockets, by name (kestrel, workq)
+        self.fronts: dict[str, socket.socket] = {}
+        self.private: socket.socket | None = None  # the run dir's socket they reach us on
+        for name, host, port in (
+            ("kestrel", config.kestrel_listen, config.kestrel_port),
+            ("workq", config.workq_listen, config.workq_port),
+        ):
+            if port is not None:
+                self.bind_front(name, host, port)
+        quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
+        coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
+        self.children = [Child("coordinator", coordinator)]
+        hosted = {roles.hosted_shard(config, i) for i in range(config.serving)}
+        self.children += [
+            Child(
+                f"shard {i}",
+                roles.shard_argv(config, self.run_dir, i),
+                restart_args=roles.settle_args(config, None),
+            )
+            for i in range(config.shards)
+            if i not in hosted
+        ]
+        self.ready_r, self.ready_w = os.pipe()
+        self.serving_procs = [
+            Child(
+                "serving" if config.serving == 1 else f"serving {i}",
+                self.serving_argv(i, self.ready_w),
+                pass_fds=(*self.listen_fds(), self.ready_w),
+                restart_args=roles.settle_args(config, i) if i in hosted else [],
+            )
+            for i in range(config.serving)
+        ]
+        self.children += self.serving_procs
+        self.frontends: list[Child] = []  # stopped with the serving processes, before the shards
+        for name, sock in self.fronts.items():
+            fd = sock.fileno()
+            argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
+            self.frontends.append(Child(name, argv, (fd,)))
+        self.children += self.frontends
+        #: the children that accept clients: their limits and allow-list change on SIGHUP
+        self.doors = self.serving_procs + self.frontends
+        if self.metrics is not None:
+            self.doors.append(self.metrics_child(self.metrics))
+            self.children.append(self.doors[-1])
+        # once here, not in every child: they are forked with it imported
+        preload(child.argv[0] for child in self.children)
+
+    def metrics_child(self, sock: socket.socket) -> Child:
+        """The metrics process, last: the HTTP port and the roles that must run. The port is
+        written to RUN_DIR/metrics-address (with port 0, which one); `run` prints it too."""
+        host, port = listening_address(sock)
+        path = os.path.join(self.run_dir, ADDRESS_FILE)
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{host}:{port}\n")
+        os.replace(path + ".tmp", path)
+        names = [child.name for child in self.children]
+        argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
+        return Child("metrics", argv, (sock.fileno(),))
+
+    def bind_front(self, name: str, host: str, port: int) -> None:
+        """A protocol front-end's listening socket (kestrel.listen/port, workq.listen/port),
+        and the unix socket in the run directory through which the front-ends reach the
+        serving processes whatever the public port asks (TLS, allow-list)."""
+        try:
+            self.fronts[name] = bind_listener(host, port)
+        except OSError as e:
+            for sock in self.fronts.values():
+                close_listener(sock)
+            if self.own_run_dir:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            raise ListenError(
+                f"{name}: cannot listen on {describe(host, port)}: {why(e)}"
+            ) from None
+        if self.private is None:
+            path = socket_path(os.path.join(self.run_dir, PRIVATE_SOCKET))
+            self.private = bind_listener(f"unix:{path}", 0)
+
+    def listen_fds(self) -> tuple[int, ...]:
+        """What every serving process is given: the public socket, and the private one."""
+        fds = (self.listener.fileno(),)
+        return fds if self.private is None else (*fds, self.private.fileno())
+
+    def serving_argv(self, index: int, ready_fd: int) -> list[str]:
+        private = None if self.private is None else self.private.fileno()
+        fd = self.listener.fileno()
+        argv = roles.serving_argv(self.config, self.run_dir, index, ready_fd, fd, private)
+        return [*argv, f"--routing={self.routing}"]
+
+    def on_signal(self, signum: int, _frame: object) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            self.stopping = True
+        elif signum == signal.SIGUSR1:
+            self.draining = True
+            for serving_proc in self.serving_procs:
+                serving_proc.extra = ["--draining"]
+                if serving_proc.proc is not None:
+                    serving_proc.proc.send_signal(signal.SIGUSR1)
+        elif signum == signal.SIGHUP:
+            self.reload_requested = True  # the main loop reloads: not inside a handler
+
+    def run(self) -> int:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
+            signal.signal(signum, self.on_signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held since exec_supervisor
+        try:
+            for child in self.children:
+                if not self.stopping:  # told to stop while starting: start no more
+                    child.start()
+            gc.enable()  # off since `preload`
+            if not self.wait_ready():
+                return 0 if self.stopping else 1  # stopping: told to stop while starting
+            host, port = listening_address(self.listener)
+            print(LISTENING.format(host=host, port=port), flush=True)
+            for name, sock in self.fronts.items():
+                host, port = listening_address(sock)
+                print(FRONT_LISTENING.format(name=name, host=host, port=port), flush=True)
+            if self.metrics is not None:
+                host, port = listening_address(self.metrics)
+                print(METRICS_LISTENING.format(host=host, port=port), flush=True)
+            log.info(
+                "pid %d, %d shards, %d serving processes, run dir %s",
+                os.getpid(),
+                self.config.shards,
+                self.config.serving,
+                self.run_dir,
+            )
+            while not self.stopping:
+                time.sleep(CHECK_PERIOD_S)
+                if self.reload_requested:
+                    self.reload_requested = False
+                    self.reload_config()
+                self.restart_dead()
+        finally:
+            self.stop()
+        return 0
+
+    def reload_config(self) -> None:
+        """SIGHUP: read the config file again (the flags still win); apply what a running
+        server can change (`live.Live`: logging, limits, allow), log each change, and
+        refuse with one line each what needs a restart."""
+        if self.reload is None:
+            log.warning("SIGHUP: started without the CLI, no config file to read again")
+            return
+        path = self.reload["config_file"]
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConfigWarning)
+                new = read_config(
+                    Path(path) if path else None, self.reload["overrides"], self.reload["flags"]
+                )
+        except ConfigError as e:
+            log.error("SIGHUP: %s; nothing changed", e)
+            return
+        moving = families_needed(new.tubes) if self.routing == NAMES else None
+        if moving:
+            log.error("SIGHUP: tubes.%s.expired_to needs tube families; nothing changed", moving)
+            return
+        for w in caught:
+            log.warning("SIGHUP: %s", w.message)
+        applied, refused = live.changes(self.config, new)
+        limits, refused = quota.reload(refused, new)
+        for key, before, after in refused:
+            log.warning("SIGHUP: %s needs a restart to change (%r -> %r); kept", key, before, after)
+        for key, before, after in applied + limits:
+            log.warning("SIGHUP: %s %r -> %r", key, before, after)
+        if limits:
+            self.config = dataclasses.replace(
+                self.config, **{name: getattr(new, name) for name in quota.LIMIT_FIELDS}
+            )
+        if not applied:
+            if not limits:
+                log.warning("SIGHUP: nothing to change")
+            return
+        fields = {name: getattr(new, name) for name in live.Live._fields}
+        self.config = dataclasses.replace(self.config, **fields)
+        settings = live.of(self.config)
+        setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
+        live.write(self.run_dir, settings)
+        for child in self.children:
+            with_limits = child in self.doors or child.name == "coordinator"
+            child.live_args = live.argv(settings, with_limits)
+            if child.proc is not None and child.proc.poll() is None:
+                child.proc.send_signal(signal.SIGHUP)
+
+    def wait_ready(self) -> bool:
+        """Wait until every serving process reaches every process, so "listening" means
+        serving (each writes one line to the start-up pipe)."""
+        os.close(self.ready_w)
+        for i, serving_proc in enumerate(self.serving_procs):
+            # a restarted serving process has no start-up pipe to write to
+            serving_proc.argv = self.serving_argv(i, -1)
+            serving_proc.pass_fds = self.listen_fds()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        lines = 0
+        while not self.stopping and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.ready_r], [], [], CHECK_PERIOD_S)
+            if ready:
+                lines += os.read(self.ready_r, 4096).count(b"\n")
+                if lines >= len(self.serving_procs):
+                    os.close(self.ready_r)
+                    return True
+            self.restart_dead()
+        if not self.stopping:
+            log.error("processes did not come up within %.0f s", START_TIMEOUT_S)
+        return False
+
+    def restart_dead(self) -> None:
+        for child in self.children:
+            if child.proc is None or child.proc.poll() is None or self.stopping:
+                continue
+            code = child.proc.returncode
+            quick = time.monotonic() - child.started < 5.0
+            child.quick_restarts = child.quick_restarts + 1 if quick else 0
+            delay = RESTART_BACKOFF_S[min(child.quick_restarts, len(RESTART_BACKOFF_S) - 1)]
+            log.warning(
+                "%s (pid %d) exited with status %s; restarting", child.name, child.proc.pid, code
+            )
+            time.sleep(delay)
+            child.start(again=True)
+
+    def stop(self) -> None:
+        """The serving process first (no new commands), then the shards (they sync their logs)."""
+        deadline = time.monotonic() + STOP_GRACE_S
+        first = self.serving_procs + self.frontends
+        rest = [c for c in self.children if c not in first]
+        for group in (first, rest):
+            running = [c.proc for c in group if c.proc is not None and c.proc.poll() is None]
+            for proc in running:
+                proc.send_signal(signal.SIGTERM)
+            for proc in running:
+                try:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+                except TimeoutExpired:
+                    log.warning("pid %d did not stop within %.0f s; killed", proc.pid, STOP_GRACE_S)
+                    proc.kill()
+                    proc.wait()
+        close_listener(self.listener)
+        for extra in (*self.fronts.values(), self.private, self.metrics):
+            if extra is not None:
+                close_listener(extra)
+        if self.own_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        else:
+            for name in os.listdir(self.run_dir):
+                if name in ("coordinator", ADDRESS_FILE) or name.startswith(("shard-", "handoff-")):
+                    os.unlink(os.path.join(self.run_dir, name))
+
+
+def bind_metrics(address: str) -> socket.socket:
+    """The metrics endpoint's listening socket (start.py tried it already: this fails only
+    if the address was taken meanwhile)."""
+    try:
+        return bind_listener(*split_host_port(address))
+    except OSError as e:
+        raise ListenError(f"metrics.listen: cannot listen on {address}: {why(e)}") from None
+
+
+def serve(
+    config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
+) -> int:
+    setup_logging("supervisor", config.verbose, config.log_level, config.log_format)
+    log.info("config: %s", config.source)
+    os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
+    try:
+        supervisor = Supervisor(config, listen_fd, reload)
+    except (LayoutError, StartupError) as e:
+        log.error("%s", e)
+        return 2
+    except ListenError as e:
+        log.error("%s", e)
+        return 1
+    except OSError as e:
+        log.error("cannot listen on %s: %s", describe(config.listen, config.port), why(e))
+        return 1
+    return supervisor.run()
+
+
+def hold_stop_signals() -> None:
+    """Ctrl-C or SIGTERM before `run` handles them would leave a traceback and the temporary
+    run dir: they wait, blocked (a blocked signal stays pending across exec), until then."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def run_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> int:
+    """Become the supervisor in this process (one that loaded no CLI library: `shardqd`)."""
+    hold_stop_signals()
+    return serve(config, listener.detach(), reload)
+
+
+def exec_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> NoReturn:
+    """Become the supervisor: the same process (same pid, so signals and service managers
+    see no difference), re-executed without the CLI's libraries, which would otherwise stay
+    resident for the server's whole life (≈ 18 MiB of RSS, measured). `listener` (bound by
+    the CLI, inheritable) crosses the exec by its descriptor number; `reload` says how to
+    read the config again on SIGHUP."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    hold_stop_signals()
+    config_json = json.dumps(dataclasses.asdict(config))
+    fd = str(listener.fileno())
+    argv = python_m("shardq.processes.supervision.supervisor", config_json, fd, json.dumps(reload))
+    os.execv(sys.executable, argv)
+
+
+if __name__ == "__main__":
+    fd = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    how = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+    fields = json.loads(sys.argv[1])
+    fields["allow"] = tuple(fields["allow"])  # a JSON list
+    sys.exit(serve(Config(**fields), fd, how))

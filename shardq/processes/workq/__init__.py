@@ -1,5 +1,0 @@
-"""The Workq front-end process (see loop.py and docs/PROTOCOLS.md)."""
-
-from shardq.processes.workq.loop import Frontend, main
-
-__all__ = ["Frontend", "main"]

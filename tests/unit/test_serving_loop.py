@@ -1,0 +1,281 @@
+"""The serving process's rooms without processes or sockets to peers.
+
+An in-process Serving process is built on a listening socket (no peer is started: nothing here
+needs one); client connections are socket pairs. Requests the serving process would send are read
+from its per-target queues (`outq`) and the peers' answers are fed to `on_replies`, so id
+leasing, cross-shard reserve settling and the per-command guard are tested as plain calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import selectors
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shardq.cluster import wire
+from shardq.cluster.routing import tube_shard
+from shardq.engine.engine import CANCELLED, OFFER, WAITING
+from shardq.processes.serving import handlers
+from shardq.processes.serving.conn import BUSY, CLOSED, COORDINATOR, Conn
+from shardq.processes.serving.loop import ServingProcess
+from shardq.processes.shard import ops
+from shardq.protocol import commands as c
+from shardq.protocol import proto
+from shardq.protocol.stats_keys import CMD_KEYS
+
+
+def make_serving(tmp_path: Path, shards: int) -> ServingProcess:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    serving_proc = ServingProcess(listener.detach(), str(tmp_path), shards, 65535)
+    return serving_proc
+
+
+def shut(a: ServingProcess) -> None:
+    for s in a.socks.values():
+        s.close(0)
+    a.listener.close()
+
+
+@pytest.fixture
+def serving_proc(tmp_path: Path) -> Iterator[ServingProcess]:
+    a = make_serving(tmp_path, 1)
+    yield a
+    shut(a)
+
+
+@pytest.fixture
+def two_shards(tmp_path: Path) -> Iterator[ServingProcess]:
+    a = make_serving(tmp_path, 2)
+    yield a
+    shut(a)
+
+
+def sent(a: ServingProcess, target: int) -> list[list]:
+    """What the serving process queued for a target, taken out of the queue."""
+    batch = a.outq.get(target, [])
+    a.outq[target] = []
+    return batch
+
+
+def tube_on(shard: int, shards: int = 2) -> str:
+    n = 0
+    while tube_shard(f"t{n}", shards) != shard:
+        n += 1
+    return f"t{n}"
+
+
+def offer(rid: int, job_id: int, pri: int, seq: int, conn_id: int) -> list:
+    body = b"job%d" % job_id
+    return [rid, OFFER, proto.job_reply(b"RESERVED", job_id, body), job_id, 60 * 10**9, pri, seq,
+            conn_id]  # fmt: skip
+
+
+def conn(a: ServingProcess, conn_id: int) -> Conn:
+    mine, _theirs = socket.socketpair()
+    k = Conn(conn_id, mine, 65535)
+    a.conns[conn_id] = k
+    return k
+
+
+def broken(a: ServingProcess, k: Conn, cmd: object) -> None:
+    raise RuntimeError("a bug in a handler")
+
+
+def test_a_failing_handler_answers_internal_error_and_the_server_goes_on(
+    serving_proc: ServingProcess, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setitem(handlers.HANDLERS, c.ListTubesWatched, broken)
+    first, second = conn(serving_proc, 1), conn(serving_proc, 2)
+    with caplog.at_level(logging.ERROR):
+        serving_proc.dispatch(first, c.ListTubesWatched())
+    assert bytes(first.out) == proto.INTERNAL_ERROR
+    assert "a bug in a handler" in caplog.text and "Traceback" in caplog.text
+    serving_proc.dispatch(first, c.ListTubeUsed())
+    serving_proc.dispatch(second, c.ListTubeUsed())
+    assert bytes(first.out) == proto.INTERNAL_ERROR + proto.using("default")
+    assert bytes(second.out) == proto.using("default")
+
+
+# --------------------------------------------------------------------------- id leasing
+
+
+def test_the_first_put_waits_for_a_lease_then_gets_id_1(serving_proc: ServingProcess) -> None:
+    k = conn(serving_proc, 1)
+    assert serving_proc.take_id(0) is None  # no block yet: one is asked for
+    (lease,) = sent(serving_proc, COORDINATOR)
+    assert lease[0] == wire.LEASE and lease[3:] == [0]
+    serving_proc.on_replies([[lease[1], 0]])  # the coordinator leases block 0: ids 1..1024
+    assert serving_proc.take_id(0) == 1
+    assert serving_proc.job_shard(1) == 0  # leased here
+    assert serving_proc.job_shard(1025) == 0  # not leased here: by the rule (block 1 % 1 shard)
+    serving_proc.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
+    (put,) = sent(serving_proc, 0) or [None]
+    assert put is not None and put[0] == ops.PUT and put[3] == 2  # the next id
+
+
+def test_a_put_without_an_id_resumes_when_the_lease_arrives(serving_proc: ServingProcess) -> None:
+    k = conn(serving_proc, 1)
+    serving_proc.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
+    assert k.phase is BUSY and not serving_proc.outq.get(0)  # waiting for an id
+    leases = sent(serving_proc, COORDINATOR)
+    serving_proc.on_replies([[leases[0][1], 0]])
+    (put,) = sent(serving_proc, 0)
+    assert put[0] == ops.PUT and put[3] == 1
+
+
+def test_blocks_are_leased_ahead_up_to_the_spare_bound(serving_proc: ServingProcess) -> None:
+    serving_proc.take_id(0)
+    (first,) = sent(serving_proc, COORDINATOR)
+    serving_proc.on_replies([[first[1], 0]])
+    for _ in range(600):  # past half of block 0: the next blocks are asked for
+        serving_proc.take_id(0)
+    asked = sent(serving_proc, COORDINATOR)
+    assert 1 <= len(asked) <= 4 and all(r[0] == wire.LEASE for r in asked)
+
+
+# --------------------------------------------------------------------------- cross-shard reserve
+
+
+def watching_both(a: ServingProcess) -> Conn:
+    k = conn(a, 7)
+    k.watch = [tube_on(0), tube_on(1)]
+    return k
+
+
+def test_the_best_offer_is_accepted_and_the_other_declined(two_shards: ServingProcess) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    assert r0[0] == r1[0] == ops.RESERVE and r0[-1] is True  # offer mode
+    a.on_replies([offer(r0[1], 3, 5, 10, k.id)])
+    assert not k.out  # the other shard has not answered yet
+    a.on_replies([offer(r1[1], 1030, 1, 20, k.id)])  # lower priority value: more urgent
+    assert bytes(k.out) == proto.job_reply(b"RESERVED", 1030, b"job1030")
+    assert [r[0] for r in sent(a, 1)] == [ops.ACCEPT]
+    assert [(r[0], r[3]) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
+    assert 1030 in k.reserved and k.waiting is None
+
+
+def test_equal_priority_goes_to_the_older_put(two_shards: ServingProcess) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    a.on_replies([offer(r0[1], 3, 5, 99, k.id), offer(r1[1], 1030, 5, 20, k.id)])
+    assert bytes(k.out).startswith(b"RESERVED 1030 ")
+
+
+def test_a_waiting_shard_is_cancelled_and_its_late_offer_declined(
+    two_shards: ServingProcess,
+) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    a.on_replies([[r0[1], WAITING], offer(r1[1], 1030, 5, 20, k.id)])
+    assert [r[0] for r in sent(a, 0)] == [ops.CANCEL]
+    assert bytes(k.out) == b""  # shard 0 still counts the waiter: the reply waits for it
+    # shard 0 had served its waiter in the same turn: OFFER first, then CANCELLED
+    a.on_replies([offer(r0[1], 3, 0, 1, k.id), [r0[1], CANCELLED]])
+    assert [(r[0], r[3]) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
+    assert bytes(k.out).startswith(b"RESERVED 1030 ")
+    assert not a.cross  # nothing of the reserve is left
+
+
+def test_eof_with_an_unsettled_offer_declines_it(two_shards: ServingProcess) -> None:
+    a = two_shards
+    k = watching_both(a)
+    a.do_reserve(k, None)
+    (r0,), _ = sent(a, 0), sent(a, 1)
+    a.on_replies([offer(r0[1], 3, 5, 10, k.id)])  # shard 1 has not answered yet
+    a.finish_cross(k.waiting, proto.TIMED_OUT)  # type: ignore[arg-type]
+    assert [(r[0], r[3]) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
+    (c1,) = sent(a, 1)
+    assert c1[0] == ops.CANCEL
+    assert bytes(k.out) == b""  # until shard 1 says its waiter is gone
+    a.on_replies([[c1[1], CANCELLED]])
+    assert bytes(k.out) == proto.TIMED_OUT
+    assert not a.cross
+
+
+def test_an_offer_nobody_tracks_is_declined(two_shards: ServingProcess) -> None:
+    a = two_shards
+    a.blocks[1] = 1  # ids 1025..2048 live on shard 1
+    a.on_replies([offer(999, 1030, 5, 20, 42)])
+    assert [(r[0], r[2], r[3]) for r in sent(a, 1)] == [(ops.DECLINE, 42, 1030)]
+
+
+def test_every_command_counter_is_a_stats_key() -> None:
+    assert set(handlers.STAT_KEYS.values()) == set(CMD_KEYS)
+
+
+# --------------------------------------------------------------------------- short polling
+
+
+def test_a_poll_that_catches_nothing_backs_off_and_a_catch_resets_it(
+    serving_proc: ServingProcess,
+) -> None:
+    serving_proc.sel = selectors.DefaultSelector()  # only the sockets of this test
+    serving_proc.spin_s = 1e-4
+    skipped = []
+    for _ in range(4):  # nothing ever arrives: windows of 1, 2, 4 turns are sat out
+        assert serving_proc.poll_briefly() == []
+        skipped.append(serving_proc.spin_skip)
+        while serving_proc.spin_skip:
+            assert serving_proc.poll_briefly() == []  # sat out: no polling at all
+    assert skipped == [1, 2, 4, 8]
+    mine, theirs = socket.socketpair()
+    k = Conn(1, mine, 65535)
+    serving_proc.sel.register(mine, selectors.EVENT_READ, k)
+    theirs.sendall(b"stats\r\n")
+    assert serving_proc.poll_briefly()  # caught: the back-off starts again from 1
+    assert serving_proc.spin_backoff == 1 and serving_proc.spin_skip == 0
+    serving_proc.sel.unregister(mine)
+    mine.close()
+    theirs.close()
+
+
+def test_poll_us_0_never_polls(serving_proc: ServingProcess) -> None:
+    serving_proc.sel = selectors.DefaultSelector()  # only the sockets of this test
+    serving_proc.spin_s = 0
+    serving_proc.worked = True
+    mine, theirs = socket.socketpair()
+    serving_proc.sel.register(mine, selectors.EVENT_READ, Conn(1, mine, 65535))
+    calls = []
+
+    def polled() -> list:
+        calls.append(1)
+        return []
+
+    serving_proc.poll_briefly = polled  # type: ignore[method-assign]
+    theirs.sendall(b"x")
+    serving_proc.turn()
+    assert calls == []
+    serving_proc.sel.unregister(mine)
+    mine.close()
+    theirs.close()
+
+
+def test_a_lease_that_arrives_after_its_put_s_connection_closed_resumes_the_others(
+    serving_proc: ServingProcess,
+) -> None:
+    """Found by the randomized checker: a put waiting for an id on a connection that closed
+    raised when the lease came, and the puts of other connections waiting for the same lease
+    were never resumed."""
+    gone, alive = conn(serving_proc, 1), conn(serving_proc, 2)
+    serving_proc.dispatch(gone, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
+    serving_proc.dispatch(alive, c.Put(pri=0, delay=0, ttr=60, body=b"y"))
+    assert gone.phase is BUSY and alive.phase is BUSY  # both wait for the first block
+    serving_proc.close(gone)
+    lease = [r for r in sent(serving_proc, COORDINATOR) if r[0] == wire.LEASE][0]
+    serving_proc.on_replies([[lease[1], 0]])
+    puts = [r for r in sent(serving_proc, 0) if r[0] == ops.PUT]
+    assert [(p[2], p[-1]) for p in puts] == [(2, b"y")]  # only the live connection's put
+    assert gone.phase is CLOSED
