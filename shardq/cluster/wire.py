@@ -83,10 +83,10 @@ def unpack(data: bytes | memoryview) -> list[Any]:
 
 
 class Unread(NamedTuple):
-    """A request that could not be decoded for want of memory: its op and rid, so that it
-    is answered (OUT_OF_MEMORY) rather than lost."""
+    """A request (or a reply) that could not be decoded for want of memory: its op (None
+    for a reply) and rid, so that it is answered (OUT_OF_MEMORY) rather than lost."""
 
-    op: int
+    op: int | None
     rid: int
 
 
@@ -94,6 +94,15 @@ def unpack_requests(data: bytes) -> list[list[Any] | Unread]:
     """A batch of requests, as `unpack` gives it. Out of memory (a put's body is the large
     part), each request is decoded on its own, and one that still cannot be comes as
     `Unread`: the others are served."""
+    return unpack_each(data, True)
+
+
+def unpack_replies(data: bytes) -> list[list[Any] | Unread]:
+    """A batch of replies, as `unpack_requests` gives requests (`Unread` with op None)."""
+    return unpack_each(data, False)
+
+
+def unpack_each(data: bytes, requests: bool) -> list[list[Any] | Unread]:
     try:
         return unpack(data)
     except MemoryError:
@@ -104,11 +113,12 @@ def unpack_requests(data: bytes) -> list[list[Any] | Unread]:
         try:
             out.append(unpack(view[start:end]))
         except MemoryError:
-            _, op_at = msgspan.header(data, start)
-            rid_at = msgspan.skip(data, op_at)
-            rid_end = msgspan.skip(data, rid_at)
-            out.append(Unread(one(view[op_at:rid_at]), one(view[rid_at:rid_end])))
-
+            _, at = msgspan.header(data, start)
+            op = None
+            if requests:
+                op_at, at = at, msgspan.skip(data, at)
+                op = one(view[op_at:at])
+            out.append(Unread(op, one(view[at : msgspan.skip(data, at)])))
     return out
 
 

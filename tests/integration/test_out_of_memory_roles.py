@@ -33,6 +33,7 @@ from workq_server import Workq, add, new_id, workq_server_fixture  # noqa: F401 
 
 from shardq.bench.procs import role_pids
 from shardq.protocol import kestrel_replies as kr
+from shardq.protocol import proto
 from shardq.protocol import workq_replies as wr
 
 
@@ -182,3 +183,40 @@ def test_the_kestrel_front_end_out_of_memory_answers_it_and_serves_on(
     bs = connect(server.port)
     assert ready_jobs(bs, "big") == stored
     assert ready_jobs(bs, "kept") == 19
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "b"])
+def test_the_coordinator_out_of_memory_answers_it_and_serves_on(
+    durable: bool, shardq_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The coordinator merges every shard's tubes for list-tubes: capped at what it maps
+    now, a list of 2,000 long tube names is more than it can build; the client is answered
+    OUT_OF_MEMORY, and the coordinator goes on (stats, id blocks for new puts)."""
+    extra: tuple[str, ...] = ("--serving", "1")
+    if durable:
+        extra += ("-b", str(tmp_path / "wal"))
+    server = shardq_server(shards=2, extra=extra)
+    pids = server.wait_all_children()
+    capped = pids["coordinator"]
+    sock = connect(server.port)
+    tubes = 2000
+    for first in range(0, tubes, 100):
+        script = b"".join(
+            b"use %s%04d\r\nput 0 0 60 1\r\nx\r\n" % (b"t" * 190, i)
+            for i in range(first, first + 100)
+        )
+        replies = ask(sock, script, 200)
+        assert all(r.startswith((b"USING", b"INSERTED")) for r in replies)
+    for _ in range(2):  # every thread has run this path once (glibc's lazy thread-local
+        ask(sock, b"list-tubes\r\nstats\r\n", 2)  # data aborts a process out of memory)
+    cap_above_now(capped, 1024)
+    answers = [ask(sock, b"list-tubes\r\n")[0] for _ in range(5)]
+    assert proto.OUT_OF_MEMORY in answers, [a[:40] for a in answers]
+    [stats] = ask(sock, b"stats\r\n")
+    assert b"current-jobs-ready: %d\n" % tubes in stats
+    put_small(sock, 50)  # new ids: blocks leased from the coordinator
+    assert role_pids(server.pid) == pids, "a process was restarted"
+    assert "out of memory" in server.stderr()
+    cap_address_space(capped, "unlimited")
+    [listed] = ask(sock, b"list-tubes\r\n")
+    assert listed.count(b"\n- ") == tubes + 1  # and default

@@ -142,7 +142,8 @@ class ShardCore(Holding):
         CANCELLED, or the serving process would think no offer could follow and strand the job.
         A request that could not be decoded for want of memory is answered OUT_OF_MEMORY."""
         if isinstance(req, wire.Unread):
-            reply: list[Any] | None = [req.rid, *self.failed(req.op, req.rid, MemoryError())]
+            op = -1 if req.op is None else req.op  # a request's is never None
+            reply: list[Any] | None = [req.rid, *self.failed(op, req.rid, MemoryError())]
         else:
             reply = self.handle(peer, req, now)
         if reply is not None:
