@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import connect, poll_for, tube_on_shard, wal_args
+from helpers import connect, http_get, metrics_port, poll_for, tube_on_shard, wal_args
 from kestrel_server import Raw, kestrel_server_fixture  # noqa: F401  (the fixture)
 from memory_cap import (
     BODY,
@@ -37,17 +38,35 @@ from shardq.protocol import proto
 from shardq.protocol import workq_replies as wr
 
 
+def started(
+    shardq_server: Callable[..., Any], shards: int, serving: int, log_dir: Path | None
+) -> tuple[Any, dict[str, int]]:
+    """A server (with -b `log_dir` unless None) once every process runs, and their pids."""
+    extra: tuple[str, ...] = ("--serving", str(serving))
+    if log_dir is not None:
+        extra += ("-b", str(log_dir))
+    server = shardq_server(shards=shards, extra=extra)
+    return server, server.wait_all_children()
+
+
+def make_tubes(sock: socket.socket, tubes: int) -> None:
+    """`tubes` tubes of long names (194 bytes), a job in each."""
+    for first in range(0, tubes, 100):
+        script = b"".join(
+            b"use %s%04d\r\nput 0 0 60 1\r\nx\r\n" % (b"t" * 190, i)
+            for i in range(first, first + 100)
+        )
+        replies = ask(sock, script, 200)
+        assert all(r.startswith((b"USING", b"INSERTED")) for r in replies)
+
+
 @pytest.mark.parametrize("durable", [False, True], ids=["memory", "b"])
 def test_a_shard_process_out_of_memory_answers_it_and_serves_on(
     durable: bool, shardq_server: Callable[..., Any], tmp_path: Path
 ) -> None:
     """With 4 shards and 2 serving processes, shards 2 and 3 run in processes of their own
     (children.hosted_shard): shard 2's is capped, and a producer fills one of its tubes."""
-    extra: tuple[str, ...] = ("--serving", "2")
-    if durable:
-        extra += ("-b", str(tmp_path / "wal"))
-    server = shardq_server(shards=4, extra=extra)
-    pids = server.wait_all_children()
+    server, pids = started(shardq_server, 4, 2, tmp_path / "wal" if durable else None)
     capped = pids["shard 2"]
     tube = tube_on_shard(2, 4)
     use = f"use {tube}\r\n".encode()
@@ -192,21 +211,11 @@ def test_the_coordinator_out_of_memory_answers_it_and_serves_on(
     """The coordinator merges every shard's tubes for list-tubes: capped at what it maps
     now, a list of 2,000 long tube names is more than it can build; the client is answered
     OUT_OF_MEMORY, and the coordinator goes on (stats, id blocks for new puts)."""
-    extra: tuple[str, ...] = ("--serving", "1")
-    if durable:
-        extra += ("-b", str(tmp_path / "wal"))
-    server = shardq_server(shards=2, extra=extra)
-    pids = server.wait_all_children()
+    server, pids = started(shardq_server, 2, 1, tmp_path / "wal" if durable else None)
     capped = pids["coordinator"]
     sock = connect(server.port)
     tubes = 2000
-    for first in range(0, tubes, 100):
-        script = b"".join(
-            b"use %s%04d\r\nput 0 0 60 1\r\nx\r\n" % (b"t" * 190, i)
-            for i in range(first, first + 100)
-        )
-        replies = ask(sock, script, 200)
-        assert all(r.startswith((b"USING", b"INSERTED")) for r in replies)
+    make_tubes(sock, tubes)
     for _ in range(2):  # every thread has run this path once (glibc's lazy thread-local
         ask(sock, b"list-tubes\r\nstats\r\n", 2)  # data aborts a process out of memory)
     cap_above_now(capped, 1024)
@@ -220,3 +229,35 @@ def test_the_coordinator_out_of_memory_answers_it_and_serves_on(
     cap_address_space(capped, "unlimited")
     [listed] = ask(sock, b"list-tubes\r\n")
     assert listed.count(b"\n- ") == tubes + 1  # and default
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["memory", "b"])
+def test_the_metrics_process_out_of_memory_answers_it_and_serves_on(
+    durable: bool, shardq_server: Callable[..., Any], tmp_path: Path
+) -> None:
+    """/metrics renders a series per tube: capped above what it maps now, 2,000 tubes are
+    more than the metrics process can render; it answers 503 (HTTP's "cannot now") and
+    goes on serving, and /metrics again once memory is back."""
+    extra: tuple[str, ...] = ("--serving", "1", "--metrics", "127.0.0.1:0")
+    if durable:
+        extra += ("-b", str(tmp_path / "wal"))
+    server = shardq_server(shards=2, extra=extra)
+    server.wait_all_children()
+    pids = poll_for(lambda: (r := server.roles()) and "metrics" in r and r)
+    capped = pids["metrics"]
+    port = metrics_port(server.run_dir)
+    sock = connect(server.port)
+    make_tubes(sock, 2000)
+    for _ in range(2):  # every path run once before the cap
+        assert http_get(port, "/metrics")[0] == 200
+    cap_above_now(capped, 1024)
+    answers = [http_get(port, "/metrics") for _ in range(5)]
+    assert (503, b"out of memory\n") in answers, [(s, b[:40]) for s, b in answers]
+    assert http_get(port, "/")[0] == 200  # what needs little memory is served
+    assert server.roles() == pids, "a process was restarted"
+    assert "out of memory" in server.stderr()
+    cap_address_space(capped, "unlimited")
+    assert http_get(port, "/health") == (200, b"ok\n")
+    status, body = http_get(port, "/metrics")
+    assert status == 200 and body.count(b"t" * 190) >= 2000
+    assert ready_jobs(sock, "t" * 190 + "1999") == 1
