@@ -14,6 +14,7 @@ command's own output (typer.echo); the server's processes log through shardq.log
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ import typer
 
 from shardq import __version__
 from shardq.config import DEFAULT_CONFIG
+from shardq.flags import OPTIONS
 from shardq.log import setup as setup_logging
 from shardq.processes.supervision.spawn import pin_import_root
 from shardq.start import EXIT_FAILURE, EXIT_OK, start_server
@@ -61,188 +63,27 @@ def main(version: VersionOption = False) -> None:
     pin_import_root()  # the processes serve and bench start import this same shardq
 
 
-@app.command(
-    cls=SuggestingCommand,
-    short_help="Run the server (accepts beanstalkd's flags; flags override the config file).",
-)
+#: Config fields whose flags are not plain values: stated in `serve`'s own signature.
+SPECIAL = ("verbose", "colocate", "allow")
+
+
 def serve(
-    listen: Annotated[
-        str | None, typer.Option("-l", metavar="ADDR", help="Listen address [127.0.0.1].")
-    ] = None,
-    port: Annotated[
-        str | None, typer.Option("-p", metavar="PORT", help="TCP port, 0 = any free [11300].")
-    ] = None,
-    max_job_size: Annotated[
-        str | None, typer.Option("-z", metavar="BYTES", help="Maximum job size [65535].")
-    ] = None,
+    options: dict[str, Any],
     verbose: Annotated[
-        int, typer.Option("-V", count=True, show_default=False, help="More logging; repeatable.")
+        int, typer.Option("-V", count=True, show_default=False, help=OPTIONS["verbose"][2])
     ] = 0,
-    wal_dir: Annotated[
-        str | None, typer.Option("-b", metavar="DIR", help="Write-ahead log directory [none].")
-    ] = None,
-    fsync_ms: Annotated[
-        str | None,
-        typer.Option("-f", metavar="MS", help="fsync at most every MS ms; 0 = always [50]."),
-    ] = None,
     no_fsync: Annotated[bool, typer.Option("-F", help="Never fsync.")] = False,
-    segment_bytes: Annotated[
-        str | None, typer.Option("-s", metavar="BYTES", help="WAL segment size [10485760].")
-    ] = None,
-    shards: Annotated[
-        str | None,
-        typer.Option(
-            "--shards",
-            metavar="N",
-            help="Shards [one per serving process; a -b log keeps its own].",
-        ),
-    ] = None,
-    serving: Annotated[
-        str | None,
-        typer.Option(
-            "--serving",
-            metavar="N",
-            help="Serving processes: each accepts clients and hosts a shard [2; 1 on one core].",
-        ),
+    no_colocate: Annotated[
+        bool, typer.Option("--no-colocate", help=OPTIONS["colocate"][2])
+    ] = False,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option("--allow", metavar=OPTIONS["allow"][1], help=OPTIONS["allow"][2]),
     ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
             "--config", metavar="FILE", help=f"YAML config file [{DEFAULT_CONFIG} if present]."
-        ),
-    ] = None,
-    run_dir: Annotated[
-        str | None, typer.Option("--run-dir", metavar="DIR", help="Directory for ipc sockets.")
-    ] = None,
-    events_dir: Annotated[
-        str | None,
-        typer.Option("--events", metavar="DIR", help="Write job events here [off]."),
-    ] = None,
-    no_colocate: Annotated[
-        bool,
-        typer.Option(
-            "--no-colocate", help="Run shard 0 in its own process, not inside the serving process."
-        ),
-    ] = False,
-    poll_us: Annotated[
-        str | None,
-        typer.Option(
-            "--poll-us",
-            metavar="US",
-            help="After a busy turn with at most 4 clients, poll this many µs before "
-            "sleeping; 0 = never [100].",
-        ),
-    ] = None,
-    stats_yaml: Annotated[
-        str | None,
-        typer.Option(
-            "--stats-yaml",
-            metavar="STYLE",
-            help="Stats string values: plain (beanstalkd 1.12's bytes) or quoted (1.13's) [plain].",
-        ),
-    ] = None,
-    user: Annotated[
-        str | None,
-        typer.Option(
-            "-u", metavar="USER", help="Become USER (and its group) once the port is bound."
-        ),
-    ] = None,
-    max_connections: Annotated[
-        str | None,
-        typer.Option(
-            "--max-connections",
-            metavar="N",
-            help="Close connections past N at accept; 0 = no limit [0].",
-        ),
-    ] = None,
-    max_output_bytes: Annotated[
-        str | None,
-        typer.Option(
-            "--max-output-bytes",
-            metavar="BYTES",
-            help="Close a connection with more unwritten replies [4194304].",
-        ),
-    ] = None,
-    max_jobs: Annotated[
-        str | None,
-        typer.Option(
-            "--max-jobs",
-            metavar="N",
-            help="Past N jobs in the server, put answers OUT_OF_MEMORY; 0 = no limit [0].",
-        ),
-    ] = None,
-    max_memory: Annotated[
-        str | None,
-        typer.Option(
-            "--max-memory",
-            metavar="SIZE",
-            help="Past SIZE (512M, 2G) of jobs, put answers OUT_OF_MEMORY; 0 = no limit [0].",
-        ),
-    ] = None,
-    log_level: Annotated[
-        str | None,
-        typer.Option(
-            "--log-level", metavar="LEVEL", help="debug, info, warning or error [from -V]."
-        ),
-    ] = None,
-    log_format: Annotated[
-        str | None,
-        typer.Option("--log-format", metavar="FORMAT", help="text or json [text]."),
-    ] = None,
-    tls_cert: Annotated[
-        str | None,
-        typer.Option("--tls-cert", metavar="PEM", help="TLS certificate (chain) [no TLS]."),
-    ] = None,
-    tls_key: Annotated[
-        str | None, typer.Option("--tls-key", metavar="PEM", help="TLS private key.")
-    ] = None,
-    tls_client_ca: Annotated[
-        str | None,
-        typer.Option(
-            "--tls-client-ca", metavar="PEM", help="Require client certificates it signed."
-        ),
-    ] = None,
-    allow: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow",
-            metavar="CIDR",
-            help="Accept TCP clients only from this network; repeatable [any].",
-        ),
-    ] = None,
-    metrics: Annotated[
-        str | None,
-        typer.Option(
-            "--metrics",
-            metavar="HOST:PORT",
-            help="Serve /metrics (Prometheus), /health and a dashboard here; a bare port "
-            "is on 127.0.0.1 [off].",
-        ),
-    ] = None,
-    kestrel_listen: Annotated[
-        str | None,
-        typer.Option(
-            "--kestrel-listen", metavar="ADDR", help="Kestrel front-end address [127.0.0.1]."
-        ),
-    ] = None,
-    kestrel_port: Annotated[
-        str | None,
-        typer.Option(
-            "--kestrel-port",
-            metavar="PORT",
-            help="Serve Kestrel's memcache dialect on PORT (Kestrel's: 22133), 0 = any [off].",
-        ),
-    ] = None,
-    workq_listen: Annotated[
-        str | None,
-        typer.Option("--workq-listen", metavar="ADDR", help="Workq front-end address [127.0.0.1]."),
-    ] = None,
-    workq_port: Annotated[
-        str | None,
-        typer.Option(
-            "--workq-port",
-            metavar="PORT",
-            help="Serve Workq's text protocol on PORT (Workq's: 9922), 0 = any [off].",
         ),
     ] = None,
     # beanstalkd 1.12 accepts -c and -n and ignores them ("-c flag was removed. binlog is
@@ -258,37 +99,9 @@ def serve(
     version: VersionOption = False,
 ) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
-    given = {
-        "listen": listen,
-        "port": port,
-        "max_job_size": max_job_size,
-        "wal_dir": wal_dir,
-        "fsync_ms": fsync_ms,
-        "segment_bytes": segment_bytes,
-        "shards": shards,
-        "serving": serving,
-        "run_dir": run_dir,
-        "events_dir": events_dir,
-        "poll_us": poll_us,
-        "stats_yaml": stats_yaml,
-        "user": user,
-        "max_connections": max_connections,
-        "max_output_bytes": max_output_bytes,
-        "max_jobs": max_jobs,
-        "max_memory": max_memory,
-        "allow": allow or None,
-        "tls_cert": tls_cert,
-        "tls_key": tls_key,
-        "tls_client_ca": tls_client_ca,
-        "log_level": log_level,
-        "log_format": log_format,
-        "metrics_listen": metrics,
-        "kestrel_listen": kestrel_listen,
-        "kestrel_port": kestrel_port,
-        "workq_listen": workq_listen,
-        "workq_port": workq_port,
-    }
-    overrides: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    overrides: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    if allow:
+        overrides["allow"] = allow
     if verbose:
         overrides["verbose"] = verbose
     if no_colocate:
@@ -296,6 +109,40 @@ def serve(
     ignored = [flag for flag, given_flag in (("-c", compact), ("-n", no_compact)) if given_flag]
     code = start_server(config_file, overrides, no_fsync=no_fsync, ignored=ignored)
     raise typer.Exit(code)  # only on failure: start_server became the supervisor otherwise
+
+
+def serve_command(**given: Any) -> None:
+    """Run the server (accepts beanstalkd's flags; flags override the config file)."""
+    plain = {name: given.pop(name) for name in list(given) if name in OPTIONS}
+    serve(plain, **given)
+
+
+def _plain_option(name: str) -> inspect.Parameter:
+    """The `serve` option of a Config field from its row in `flags.OPTIONS`: a string (the
+    config's validator reads it, as it reads the file's values), None when not given."""
+    flag, metavar, text = OPTIONS[name]
+    info = typer.Option(flag, metavar=metavar, help=text)
+    kind = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Parameter(name, kind, default=None, annotation=Annotated[str | None, info])
+
+
+def _serve_signature() -> inspect.Signature:
+    """`serve`'s options: one per row of `flags.OPTIONS`, then its own."""
+    plain = [_plain_option(name) for name in OPTIONS if name not in SPECIAL]
+    own = list(inspect.signature(serve, eval_str=True).parameters.values())[1:]
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    return inspect.Signature([*plain, *own])
+
+
+serve_command.__signature__ = _serve_signature()  # type: ignore[attr-defined]
+serve_command.__annotations__ = {
+    p.name: p.annotation for p in _serve_signature().parameters.values()
+}
+app.command(
+    "serve",
+    cls=SuggestingCommand,
+    short_help="Run the server (accepts beanstalkd's flags; flags override the config file).",
+)(serve_command)
 
 
 @app.command(

@@ -24,9 +24,11 @@ import statistics
 import tempfile
 import time
 
+from shardq.config import load_config
 from shardq.processes.serving.conn import Conn
 from shardq.processes.serving.loop import ServingProcess
 from shardq.processes.shard.core import ShardCore
+from shardq.processes.supervision.children import serving_settings
 
 BODY = b"x" * 100
 PUT = b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY)
@@ -37,7 +39,9 @@ def make_serving(run_dir: str) -> tuple[ServingProcess, socket.socket]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    serving_proc = ServingProcess(listener.detach(), run_dir, 1, 65535, ShardCore(0, True))
+    config = load_config("", {"shards": 1, "serving": 1})
+    settings = serving_settings(config, run_dir, 0, (listener.detach(), -1, -1))
+    serving_proc = ServingProcess(settings, ShardCore(0, True))
     serving_proc.spare[0] = [range(1, 1 << 40)]  # ids at hand: no coordinator to lease from
     serving_proc.accepting = True
     return serving_proc, listener

@@ -12,6 +12,7 @@ needs CONFIG_PROC_CHILDREN, which not every kernel has.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import selectors
@@ -54,18 +55,30 @@ def free_port(host: str = "127.0.0.1") -> int:
 # ---------------------------------------------------------------------- the listening line
 
 
+def as_text(data: bytes | str) -> str:
+    """A server's output as text lines: a JSON line (``--log-format json``) as its `msg`."""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    if "{" not in text:
+        return text
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                line = str(json.loads(line)["msg"]) + "\n"
+        lines.append(line)
+    return "".join(lines)
+
+
 def listening_port(line: bytes | str, host: str = "127.0.0.1") -> int | None:
     """The port of a ``shardq listening on HOST:PORT`` line for `host`, else None."""
-    text = line.decode(errors="replace") if isinstance(line, bytes) else line
-    match = _LISTENING.match(text)
+    match = _LISTENING.match(as_text(line))
     if match is None or match["host"] != host:
         return None
     return int(match["port"])
 
 
 def _port_in(pattern: re.Pattern[str], data: bytes | str, host: str) -> int | None:
-    text = data.decode(errors="replace") if isinstance(data, bytes) else data
-    match = pattern.search(text)
+    match = pattern.search(as_text(data))
     if match is None or match["host"] != host:
         return None
     return int(match["port"])

@@ -26,6 +26,7 @@ from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
 from shardq.processes.common import lifeline, live, outofmemory, quota, wakeup
+from shardq.processes.common.settings import CoordinatorSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context, dealer, stranger
 from shardq.processes.shard import ops
@@ -320,10 +321,14 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     sys.exit(0)
 
 
-def main(run_dir: str, state_dir: str, shards: int, binlog_max: int, limited: bool) -> None:
+def main(settings: CoordinatorSettings) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    coordinator = Coordinator(run_dir, state_dir, shards, binlog_max, limited)
+    door, common = settings.door, settings.common
+    limited = live.limits_set(door.max_connections, door.max_output_bytes, door.allow)
+    coordinator = Coordinator(
+        common.run_dir, settings.state_dir, common.shards, settings.segment_bytes, limited
+    )
     live.on_change(coordinator.take_live)
     try:
         coordinator.serve_forever()

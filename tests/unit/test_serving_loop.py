@@ -18,11 +18,13 @@ import pytest
 
 from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
+from shardq.config import load_config
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes.serving import handlers
 from shardq.processes.serving.conn import BUSY, CLOSED, COORDINATOR, Conn
 from shardq.processes.serving.loop import ServingProcess
 from shardq.processes.shard import ops
+from shardq.processes.supervision.children import serving_settings
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 from shardq.protocol.stats_keys import CMD_KEYS
@@ -32,7 +34,9 @@ def make_serving(tmp_path: Path, shards: int) -> ServingProcess:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    serving_proc = ServingProcess(listener.detach(), str(tmp_path), shards, 65535)
+    config = load_config("", {"shards": shards, "serving": 1})
+    settings = serving_settings(config, str(tmp_path), 0, (listener.detach(), -1, -1))
+    serving_proc = ServingProcess(settings)
     return serving_proc
 
 

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 from helpers import make_cert
 
+from shardq.config import load_config
 from shardq.processes.common.listener import tls_context
 from shardq.processes.serving import clients
 from shardq.processes.serving.conn import Conn
 from shardq.processes.serving.loop import ServingProcess
 from shardq.processes.shard.core import ShardCore
+from shardq.processes.supervision.children import serving_settings
 
 USED = b"USING default\r\n"
 
@@ -28,7 +30,9 @@ def serving_proc(tmp_path: Path) -> Iterator[ServingProcess]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
-    a = ServingProcess(listener.detach(), str(tmp_path), 1, 65535, ShardCore(0, True))
+    config = load_config("", {"shards": 1, "serving": 1})
+    settings = serving_settings(config, str(tmp_path), 0, (listener.detach(), -1, -1))
+    a = ServingProcess(settings, ShardCore(0, True))
     a.spare[0] = [range(1, 1 << 40)]  # ids at hand: there is no coordinator to lease from
     yield a
     for s in a.socks.values():

@@ -1,5 +1,5 @@
 """Every Python process shardq executes runs with -P and imports the same shardq as its parent;
-children are forked, and read back the arguments `child_argv` gives them."""
+children are forked, handed their settings whole."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from shardq.bench.limits import stub_command
 from shardq.bench.servers import command_argv
-from shardq.processes.supervision.child import child_argv, parse
+from shardq.config import load_config
+from shardq.processes.supervision import children
 from shardq.processes.supervision.spawn import SAFE_PATH, import_root, pin_import_root, python_m
 
 
@@ -21,8 +22,11 @@ def test_python_m_drops_the_working_directory() -> None:
 
 
 def test_child_arguments_and_bench_servers(monkeypatch: pytest.MonkeyPatch) -> None:
-    args = parse(child_argv("shard", 1, run_dir="/r", shards=2, server_id="-x"))
-    assert (args.role, args.index, args.run_dir, args.server_id) == ("shard", 1, "/r", "-x")
+    config = load_config("server: -x\n", {"shards": 2, "serving": 1})
+    shard = children.shard_settings(config, "/r", 1)
+    assert (shard.label, shard.common.run_dir, shard.store.server_id) == ("shard 1", "/r", "-x")
+    again = shard.restarted(children.settle_from(config, None))
+    assert isinstance(again, children.ShardSettings) and again.store.settle_from == (0,)
     assert " -P -m shardq.bench.stub " in stub_command()
     monkeypatch.setattr("shardq.bench.servers.shutil.which", lambda _name: None)
     assert command_argv("shardq serve -p {port}", 7)[1:] == [

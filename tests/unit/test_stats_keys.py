@@ -97,17 +97,18 @@ def test_stats_tube_names_the_shard_only_with_several() -> None:
 )
 def test_the_coordinator_knows_whether_a_connection_limit_is_set(text: str, shown: bool) -> None:
     """It prints the limit-* keys then; a coordinator started after a SIGHUP is told the
-    limits in force (its live arguments come after the ones it was first started with)."""
+    limits in force (its settings with the live ones: `with_live`)."""
     from shardq.config import load_config
     from shardq.processes.common import live
+    from shardq.processes.common.settings import RoleSettings
     from shardq.processes.supervision import children
-    from shardq.processes.supervision.child import parse
 
-    def told(argv: list[str]) -> bool:
-        args = parse(argv)
-        return live.limits_set(args.max_connections, args.max_output_bytes, args.allow)
+    def told(settings: RoleSettings) -> bool:
+        assert isinstance(settings, children.CoordinatorSettings)
+        door = settings.door
+        return live.limits_set(door.max_connections, door.max_output_bytes, door.allow)
 
     config = load_config(text, {})
-    assert told(children.coordinator_argv(config, "/run", "/state")) is shown
-    first = children.coordinator_argv(load_config("", {}), "/run", "/state")
-    assert told([*first, *live.argv(live.of(config), True)]) is shown
+    assert told(children.coordinator_settings(config, "/run", "/state")) is shown
+    first = children.coordinator_settings(load_config("", {}), "/run", "/state")
+    assert told(first.with_live(live.of(config))) is shown

@@ -232,20 +232,21 @@ def test_policies_are_live_settings(tmp_path) -> None:
     assert refused == []
     live.write(str(tmp_path), live.of(new))
     assert live.read(str(tmp_path)).tubes == new.tubes
-    args = live.argv(live.of(new), limits=False)
-    assert f"--tubes={json.dumps(new.tubes)}" in args
+    from shardq.processes.supervision import children
+
+    later = children.shard_settings(old, str(tmp_path), 0).with_live(live.of(new))
+    assert later.common.tubes == new.tubes
 
 
 def test_shard_children_are_told_the_policies_and_take_new_ones_on_sighup() -> None:
     from shardq.processes.shard.core import ShardCore
     from shardq.processes.supervision import children
-    from shardq.processes.supervision.child import parse
 
     config = load_config(SECTION, {"shards": 2, "serving": 1})
-    args = parse(children.shard_argv(config, "/tmp/run", 1))
-    assert json.loads(args.tubes) == config.tubes
-    assert parse(children.shard_argv(load_config("", {}), "/tmp/run", 1)).tubes == ""
-    core = ShardCore(1, owns_default=False, policies=Policies(json.loads(args.tubes)))
+    settings = children.shard_settings(config, "/tmp/run", 1)
+    assert settings.common.tubes == config.tubes
+    assert children.shard_settings(load_config("", {}), "/tmp/run", 1).common.tubes == {}
+    core = ShardCore(1, owns_default=False, policies=Policies(settings.common.tubes))
     assert core.engine.ensure_tube("orders", 0).policy == Policy(max_jobs=100, max_reserves=3)
     core.take_live(live.of(load_config("tubes:\n  orders: {max_jobs: 5}\n", {})))
     assert core.engine.tubes["orders"].policy == Policy(max_jobs=5)

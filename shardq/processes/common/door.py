@@ -28,6 +28,7 @@ from typing import Protocol
 
 from shardq.processes.common.listener import Network, allowed, parse_networks, tls_context
 from shardq.processes.common.live import Live
+from shardq.processes.common.settings import Door as DoorSettings
 
 log = logging.getLogger(__name__)
 
@@ -112,19 +113,12 @@ class Gate:
         return sock
 
 
-def make_gate(
-    allow: str,
-    max_connections: int,
-    cert: str | None = None,
-    key: str | None = None,
-    client_ca: str | None = None,
-    cap: int = 0,
-) -> Gate:
-    """A door's gate from its settings as a child's command line has them: `allow` the
-    networks by commas ('': anyone), TLS when `cert` and `key` are given."""
-    tls = tls_context(cert, key, client_ca) if cert and key else None
-    networks = parse_networks(tuple(n for n in allow.split(",") if n))
-    return Gate(networks, bound(max_connections, cap), tls, cap)
+def make_gate(door: DoorSettings, cap: int = 0) -> Gate:
+    """A door's gate from its settings (`cap`: the door's own connection bound): TLS when
+    a certificate and a key are given."""
+    cert, key = door.tls_cert, door.tls_key
+    tls = tls_context(cert, key, door.tls_client_ca) if cert and key else None
+    return Gate(parse_networks(door.allow), bound(door.max_connections, cap), tls, cap)
 
 
 def is_tls(sock: socket.socket) -> bool:

@@ -121,22 +121,3 @@ def limits_set(max_connections: int, max_output_bytes: int, allow: Sequence[str]
     does when limits.max_jobs or max_memory is set): max_connections, an allow-list, or a
     max_output_bytes other than the default."""
     return bool(max_connections or allow) or max_output_bytes != DEFAULT_MAX_OUTPUT_BYTES
-
-
-def argv(settings: Live, limits: bool) -> list[str]:
-    """The command-line options that carry `settings` to a child started from now on;
-    `limits`: with the connection limits and the allow-list (every door, which accepts
-    clients, and the coordinator, whose `stats` shows them)."""
-    args = [
-        f"--verbose={settings.verbose}",
-        f"--log-level={settings.log_level or ''}",
-        f"--log-format={settings.log_format}",
-        f"--tubes={json.dumps(settings.tubes)}",
-    ]
-    if limits:
-        args += [
-            f"--max-connections={settings.max_connections}",
-            f"--max-output-bytes={settings.max_output_bytes}",
-            f"--allow={','.join(settings.allow)}",
-        ]
-    return args

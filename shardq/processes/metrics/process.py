@@ -28,6 +28,7 @@ from shardq.metrics.page import dashboard_html
 from shardq.metrics.summary import summary
 from shardq.processes.common import live, outofmemory, wakeup
 from shardq.processes.common.door import Gate
+from shardq.processes.common.settings import MetricsSettings
 from shardq.processes.metrics.gather import Gatherer
 from shardq.processes.metrics.http import HttpDoor
 
@@ -99,25 +100,17 @@ ROUTES: dict[str, tuple[bool, Callable[[Endpoint, Gathered | None], Answer]]] = 
 }
 
 
-def main(
-    listen_fd: int,
-    run_dir: str,
-    shards: int,
-    serving: int,
-    expected: list[str],
-    serving_stats: bool = True,
-    gate: Gate | None = None,
-) -> None:
-    """`serving_stats`: False when the serving processes host no shard (--no-colocate):
-    their part of `stats` (commands, connections) cannot be had, and is left out.
-    `gate`: who may connect, how many, HTTPS (None: anyone, plain HTTP)."""
+def main(settings: MetricsSettings, gate: Gate) -> None:
+    """`gate`: who may connect, how many, HTTPS. Without `settings.serving_stats` (the
+    serving processes host no shard: --no-colocate) their part of `stats` (commands,
+    connections) cannot be had, and is left out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    gatherer = Gatherer(run_dir, shards, tuple(expected), serving_stats, serving)
-    gate = gate or Gate()
+    s, shards = settings, settings.common.shards
+    gatherer = Gatherer(s.common.run_dir, shards, s.roles, s.serving_stats, s.serving)
     live.on_change(gate.take_live)
-    endpoint = Endpoint(gatherer, shards, serving)
-    door = HttpDoor(socket.socket(fileno=listen_fd), gate, endpoint.respond)
+    endpoint = Endpoint(gatherer, shards, s.serving)
+    door = HttpDoor(socket.socket(fileno=s.listen_fd), gate, endpoint.respond)
     try:
         door.serve_forever()
     finally:

@@ -40,6 +40,7 @@ from shardq.cluster.routing import TubeShards, tagged
 from shardq.engine.job import NS
 from shardq.processes.common import lifeline, live, wakeup
 from shardq.processes.common.listener import Network, parse_networks
+from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context
 from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
@@ -145,25 +146,24 @@ class ServingProcess:
 
     def __init__(
         self,
-        listen_fd: int,
-        run_dir: str,
-        shards: int,
-        max_job_size: int,
+        settings: ServingSettings,
         hosted: ShardCore | None = None,
-        index: int = 0,
-        serving: int = 1,
-        max_connections: int = 0,
-        max_output_bytes: int = 4 << 20,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
-        self.index = index  # this serving process among `serving` (the origin of its ids)
-        self.serving = serving
-        self.listener = socket.socket(fileno=listen_fd)
+        """`hosted`: the shard it runs (`settings.hosted`, opened); `tls_context`: TLS on
+        the beanstalk port (tls.cert, tls.key)."""
+        index = settings.index  # this serving process among `serving` (the origin of its ids)
+        self.index = index
+        self.serving = serving = settings.serving
+        run_dir, shards = settings.common.run_dir, settings.common.shards
+        max_connections = settings.door.max_connections
+        self.listener = socket.socket(fileno=settings.listen_fd)
         self.listener.setblocking(False)
         # the run directory's unix socket, for the server's own front-ends (Kestrel): no TLS,
         # no allow-list (only the server's user can open the run directory)
         self.private: socket.socket | None = None
         self.shard_count = shards
-        self.max_job_size = max_job_size
+        self.max_job_size = max_job_size = settings.max_job_size
         self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}
         endpoints = {i: ipc_endpoint(run_dir, f"shard-{i}") for i in range(shards)}
@@ -217,7 +217,7 @@ class ServingProcess:
         self.blocks: dict[int, int] = {}  # id block -> shard
         self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
         self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
-        self.tube_shards = TubeShards(shards)  # tube -> shard (process.py: the log's routing)
+        self.tube_shards = TubeShards(shards, settings.routing)  # tube -> shard, as the log says
         self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
         self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
         self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
@@ -227,28 +227,28 @@ class ServingProcess:
         self.max_connections = max_connections
         self.conn_limit = -(-max_connections // serving)  # 0: no limit
         self.connections_refused = 0
-        self.allow: tuple[Network, ...] = ()  # limits: TCP peers only from these; () = any
+        self.allow: tuple[Network, ...] = parse_networks(settings.door.allow)  # () = any
         self.connections_denied = 0
-        self.tls: ssl.SSLContext | None = None  # TLS on the beanstalk port (tls.cert, tls.key)
+        self.tls = tls_context
         #: the fast path (home.py) is on: a hosted shard, no TLS (set_fast_path)
-        self.home_ok = hosted is not None
+        self.home_ok = hosted is not None and tls_context is None  # TLS reads: general path
         self.tls_failed = 0
         self.handshakes: dict[Conn, float] = {}  # TLS handshakes under way -> deadline (tls.py)
-        self.handshake_s = tls.HANDSHAKE_TIMEOUT_S  # tls.handshake_timeout
+        self.handshake_s = settings.door.tls_handshake_timeout
         self.max_handshakes = tls.MAX_HANDSHAKES
-        self.max_output = max_output_bytes
+        self.max_output = settings.door.max_output_bytes
         self.output_closed = 0
         job_max = max(max_job_size, clients.FRONT_MAX_JOB)
         self.max_input = max(clients.INPUT_BYTES, job_max + 1024)  # + a put line
-        self.draining = False
+        self.draining = settings.draining
         self.last_stamp = 0
         self.retry_soon = False
         self.worked = False  # the last turn had something to do (see poll_briefly)
         self.oom_logged_at = 0.0  # when running out of memory was last logged
-        self.spin_s = 100e-6  # poll_us: how long poll_briefly polls (0: never)
+        self.spin_s = settings.poll_us / 1e6  # how long poll_briefly polls (0: never)
         self.spin_skip = 0  # busy turns poll_briefly still sits out after a miss
         self.spin_backoff = 1  # how many turns the next miss makes it sit out
-        self.ready_fd = -1  # the supervisor's start-up pipe, written once all peers are up
+        self.ready_fd = settings.ready_fd  # the start-up pipe, written once all peers are up
         self.blocks_loaded = False
         self.accepting = False  # accepting clients: only once the id-block table is loaded
         self.accept_paused_until = 0.0  # monotonic s; out of descriptors (pause_accepting)

@@ -1,32 +1,50 @@
 """The supervisor's children: what each is started with, and one incarnation of each.
 
-`Child` is one supervised process (its name, argv and current `Forked` handle); the
-`*_argv` functions build a role's command line from the config (`child.child_argv` turns
-the options into the flags `child.parse` reads), so the supervisor only decides when to
-start, restart and stop them; `preload` imports what the roles that run need, before the
-first fork.
+`Child` is one supervised process (its settings and current `Forked` handle); the
+`*_settings` functions build each role's settings (common/settings.py) from the config, in
+one place, and the forked child is handed them whole, so the supervisor only decides when
+to start, restart and stop them; `preload` imports what the roles that run need, before
+the first fork.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import importlib
-import json
 import logging
 import os
 import signal
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
-from shardq.config import Config
-from shardq.processes.supervision.child import child_argv, parser, run_and_exit
+from shardq.config import FIELDS, Config
+from shardq.processes.common.settings import (
+    Common,
+    CoordinatorSettings,
+    Door,
+    KestrelSettings,
+    MetricsSettings,
+    RoleSettings,
+    ServingSettings,
+    ShardSettings,
+    Store,
+    WorkqSettings,
+)
+from shardq.processes.supervision.child import run_and_exit
 from shardq.processes.supervision.forked import Forked, fork_child
 from shardq.storage import layout
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
+FrontKind = type[KestrelSettings] | type[WorkqSettings]
+#: the names settings take from the config (`from_config`)
+CONFIG_FIELDS = frozenset(FIELDS)
 
 #: children start with these blocked and unblock them once their handlers are in place
 CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
@@ -36,17 +54,19 @@ PRIVATE_SOCKET = "beanstalk.sock"
 
 @dataclass
 class Child:
-    """One supervised process: how to start it and its current incarnation."""
+    """One supervised process: its settings (a SIGHUP's live ones and a drain are applied to
+    them for a later start) and its current incarnation."""
 
-    name: str
-    argv: list[str]
+    settings: RoleSettings
     pass_fds: tuple[int, ...] = ()
     proc: Forked | None = None
     started: float = 0.0
     quick_restarts: int = 0
-    extra: list[str] = field(default_factory=list)
-    live_args: list[str] = field(default_factory=list)  # settings changed by a SIGHUP
-    restart_args: list[str] = field(default_factory=list)  # added when started again
+    settle_from: tuple[int, ...] = ()  # what its shard waits for when started again
+
+    @property
+    def name(self) -> str:
+        return self.settings.label
 
     def start(self, again: bool = False) -> None:
         """Fork it; `again`: a restart (its shard settles first: processes/shard/settling.py)."""
@@ -54,10 +74,9 @@ class Child:
         # are in place, so a drain or reload during their start-up is delivered, not fatal.
         signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_HELD)
         try:
-            argv = self.argv + self.extra + self.live_args
-            if again:
-                argv += self.restart_args
-            self.proc = fork_child(self.name, self.pass_fds, functools.partial(run_and_exit, argv))
+            settings = self.settings.restarted(self.settle_from) if again else self.settings
+            run = functools.partial(run_and_exit, settings)
+            self.proc = fork_child(self.name, self.pass_fds, run)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_HELD)
         self.started = time.monotonic()
@@ -74,8 +93,8 @@ ROLE_MODULES = {
 
 
 def preload(roles: Iterable[str]) -> None:
-    """Import what the `roles` that will run need, and build the command-line parser (≈ 7 ms
-    a child spent on it), so a forked child starts with both. A role left out is not
+    """Import what the `roles` that will run need, so a forked child starts with them. A
+    role left out is not
     imported at all: a front-end that is off (Kestrel, Workq: ≈ 20 ms), and the metrics
     process, which imports its own (prometheus-client, http.server: ≈ 25 ms) after the fork
     while the others start: preloaded, they delayed a server's first answer by as much.
@@ -85,7 +104,6 @@ def preload(roles: Iterable[str]) -> None:
     for role in sorted(set(roles)):
         for module in ROLE_MODULES.get(role, ()):
             importlib.import_module(module)
-    parser()
 
 
 class LayoutError(Exception):
@@ -151,144 +169,111 @@ def hosted_shard(cfg: Config, index: int) -> int | None:
     return index if cfg.colocate else None
 
 
-def common_options(cfg: Config, run_dir: str) -> dict[str, object]:
-    """What every child is told: the run directory, the shard count, the -V count."""
-    return {
-        "run_dir": run_dir,
-        "shards": cfg.shards,
-        "verbose": cfg.verbose,
-        "log_level": cfg.log_level,
-        "log_format": cfg.log_format,
-        "stats_yaml": cfg.stats_yaml,
-        "tubes": json.dumps(cfg.tubes) if cfg.tubes else None,  # per-tube policies
-    }
+def from_config(kind: type[S], cfg: Config, **given: Any) -> S:
+    """Settings of `kind` (common/settings.py) from the config: each of its fields named as
+    a `Config` field takes that field's value; `given` sets the others (and overrides)."""
+    names = {f.name for f in dataclasses.fields(cast(Any, kind))} & CONFIG_FIELDS
+    taken = {name: getattr(cfg, name) for name in names - given.keys()}
+    return kind(**taken, **given)
 
 
-def store(cfg: Config, shard: int) -> dict[str, object]:
-    """A shard's options besides its place: event log directory, server id, and its
-    write-ahead log (directory, segment size, fsync policy, -1: never) with -b."""
-    options: dict[str, object] = {
-        "events_dir": cfg.events_dir,
-        "server_id": cfg.server_id,
-        "metrics": cfg.metrics_listen is not None,  # keep the histograms /metrics serves
-    }
-    if cfg.wal_dir is not None:
-        options["wal_dir"] = os.path.join(cfg.wal_dir, f"shard-{shard}")
-        options["segment_bytes"] = cfg.segment_bytes
-        options["fsync_ms"] = -1 if cfg.fsync_ms is None else cfg.fsync_ms
-    return options
+def common(cfg: Config, run_dir: str) -> Common:
+    """What every child is told: the run directory, the shard count, logging, policies."""
+    return from_config(Common, cfg, run_dir=run_dir)
 
 
-def settle_args(cfg: Config, host: int | None) -> list[str]:
-    """What a restarted shard is told: the serving processes whose clients may still hold
+def store(cfg: Config, shard: int) -> Store:
+    """A shard's place and what it keeps: event log directory, server id, and its
+    write-ahead log (its own directory under -b, segment size, fsync policy)."""
+    wal_dir = None if cfg.wal_dir is None else os.path.join(cfg.wal_dir, f"shard-{shard}")
+    metrics = cfg.metrics_listen is not None  # keep the histograms /metrics serves
+    return from_config(Store, cfg, index=shard, wal_dir=wal_dir, metrics=metrics)
+
+
+def settle_from(cfg: Config, host: int | None) -> tuple[int, ...]:
+    """What a restarted shard waits for: the serving processes whose clients may still hold
     its jobs — all of them, but the one it runs in (that one restarted with it)."""
-    others = [str(i) for i in range(cfg.serving) if i != host]
-    return [f"--settle-from={','.join(others)}"] if others else []
+    return tuple(i for i in range(cfg.serving) if i != host)
 
 
-def coordinator_argv(cfg: Config, run_dir: str, state_dir: str) -> list[str]:
-    """The coordinator: where the id blocks are kept, and the connection limits (`stats`
-    shows its limit-* keys when a limit is set)."""
-    return child_argv(
-        "coordinator",
-        state_dir=state_dir,
-        segment_bytes=cfg.segment_bytes,
-        max_connections=cfg.max_connections,
-        max_output_bytes=cfg.max_output_bytes,
-        allow=",".join(cfg.allow),
-        **common_options(cfg, run_dir),
-    )
-
-
-def shard_argv(cfg: Config, run_dir: str, shard: int) -> list[str]:
-    return child_argv("shard", shard, **common_options(cfg, run_dir), **store(cfg, shard))
-
-
-def door_options(cfg: Config) -> dict[str, object]:
+def door(cfg: Config) -> Door:
     """What every client door is told (the beanstalk port, Kestrel's, Workq's): who may come
     in, how many may be open (`limits.max_connections`), and TLS (`tls.*`)."""
-    return {
-        "max_connections": cfg.max_connections,
-        "max_output_bytes": cfg.max_output_bytes,
-        "allow": ",".join(cfg.allow),
-        "tls_cert": cfg.tls_cert,
-        "tls_key": cfg.tls_key,
-        "tls_client_ca": cfg.tls_client_ca,
-        "tls_handshake_timeout": cfg.tls_handshake_timeout,
-    }
+    return from_config(Door, cfg)
 
 
-def serving_argv(
-    cfg: Config, run_dir: str, index: int, ready_fd: int, listen_fd: int, private_fd: int | None
-) -> list[str]:
-    """Serving process `index`: the listening socket(s), its limits, TLS, and the shard it
-    hosts with that shard's options."""
+def coordinator_settings(cfg: Config, run_dir: str, state_dir: str) -> CoordinatorSettings:
+    """The coordinator: where the id blocks are kept, and the connection limits (`stats`
+    shows its limit-* keys when a limit is set)."""
+    parts = {"common": common(cfg, run_dir), "door": door(cfg)}
+    return from_config(CoordinatorSettings, cfg, state_dir=state_dir, **parts)
+
+
+def shard_settings(cfg: Config, run_dir: str, shard: int) -> ShardSettings:
+    return from_config(ShardSettings, cfg, common=common(cfg, run_dir), store=store(cfg, shard))
+
+
+def serving_settings(
+    cfg: Config,
+    run_dir: str,
+    index: int,
+    fds: tuple[int, int, int],
+    routing: str = SPREAD,
+) -> ServingSettings:
+    """Serving process `index`: `fds` (the listening socket, the run dir's private one or
+    -1, the start-up pipe or -1), its limits, TLS, and the shard it hosts."""
+    listen_fd, private_fd, ready_fd = fds
     hosted = hosted_shard(cfg, index)
-    return child_argv(
-        "serving",
+    return from_config(
+        ServingSettings,
+        cfg,
+        common=common(cfg, run_dir),
+        door=door(cfg),  # max_connections: each takes ceil(N / serving)
         index=index,
-        serving=cfg.serving,
         listen_fd=listen_fd,
-        max_job_size=cfg.max_job_size,
-        poll_us=cfg.poll_us,
-        **door_options(cfg),  # max_connections: each takes ceil(N / serving)
-        ready_fd=ready_fd,
         private_fd=private_fd,
-        host=hosted,
-        **common_options(cfg, run_dir),
-        **(store(cfg, hosted) if hosted is not None else {}),
+        ready_fd=ready_fd,
+        routing=routing,
+        hosted=None if hosted is None else store(cfg, hosted),
     )
 
 
-def kestrel_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
-    """The Kestrel front-end: its listening socket, and the run dir's private socket."""
-    return child_argv(
-        "kestrel",
-        listen_fd=listen_fd,
-        backend=os.path.join(run_dir, PRIVATE_SOCKET),
-        max_job_size=cfg.max_job_size,
-        admin=cfg.kestrel_admin,
-        max_jobs=cfg.max_jobs,
-        max_memory=cfg.max_memory,
-        journal=cfg.wal_dir is not None,
-        journal_dir=cfg.wal_dir,
-        sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
-        **door_options(cfg),
-        **common_options(cfg, run_dir),
-    )
-
-
-def workq_argv(cfg: Config, run_dir: str, listen_fd: int) -> list[str]:
-    """The Workq front-end: its listening socket, the run dir's private socket, and where
-    its journal goes (with -b: the log's directory)."""
-    return child_argv(
-        "workq",
+def front_settings(kind: FrontKind, cfg: Config, run_dir: str, listen_fd: int) -> RoleSettings:
+    """A protocol front-end (Kestrel, Workq): its listening socket, the run dir's private
+    socket it reaches the serving processes through, and its journal's place and fsync
+    policy (with -b: the log's directory, synced before answering with -f 0)."""
+    return from_config(
+        kind,
+        cfg,
+        common=common(cfg, run_dir),
+        door=door(cfg),
         listen_fd=listen_fd,
         backend=os.path.join(run_dir, PRIVATE_SOCKET),
         journal_dir=cfg.wal_dir,
         sync_journal=cfg.wal_dir is not None and cfg.fsync_ms == 0,
-        max_memory=cfg.max_memory,
-        **door_options(cfg),
-        **common_options(cfg, run_dir),
     )
 
 
-#: A protocol front-end's name -> its argv builder.
-FRONT_ARGV = {"kestrel": kestrel_argv, "workq": workq_argv}
+#: A protocol front-end's name -> its settings.
+FRONT_SETTINGS: dict[str, FrontKind] = {
+    "kestrel": KestrelSettings,
+    "workq": WorkqSettings,
+}
 
 
-def metrics_argv(cfg: Config, run_dir: str, listen_fd: int, names: list[str]) -> list[str]:
+def metrics_settings(
+    cfg: Config, run_dir: str, listen_fd: int, names: list[str]
+) -> MetricsSettings:
     """The metrics process: its HTTP socket, and the role labels that must run (/health).
     Without a hosted shard (--no-colocate) the serving processes' counters never reach its
     `stats`: it leaves them out. A door like the others, with a certificate of its own."""
-    door = door_options(cfg)
-    door.update(tls_cert=cfg.metrics_tls_cert, tls_key=cfg.metrics_tls_key, tls_client_ca=None)
-    return child_argv(
-        "metrics",
+    tls = (cfg.metrics_tls_cert, cfg.metrics_tls_key)
+    return from_config(
+        MetricsSettings,
+        cfg,
+        common=common(cfg, run_dir),
+        door=dataclasses.replace(door(cfg), tls_cert=tls[0], tls_key=tls[1], tls_client_ca=None),
         listen_fd=listen_fd,
-        serving=cfg.serving,
-        roles=",".join(names),
-        no_serving_stats=not cfg.colocate,
-        **door,
-        **common_options(cfg, run_dir),
+        roles=tuple(names),
+        serving_stats=cfg.colocate,
     )

@@ -26,12 +26,11 @@ import socket
 import sys
 import tempfile
 import time
-import warnings
-from pathlib import Path
 from typing import Any, NoReturn
 
-from shardq.cluster.routing import NAMES, SPREAD
-from shardq.config import Config, ConfigError, ConfigWarning, read_config, split_host_port
+from shardq.cluster.routing import SPREAD
+from shardq.config import Config, split_host_port
+from shardq.log import output_line
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
 from shardq.processes.common import live, quota
@@ -42,17 +41,18 @@ from shardq.processes.common.listener import (
     listening_address,
     why,
 )
+from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import socket_path
 from shardq.processes.supervision import children as roles
 from shardq.processes.supervision.children import (
     PRIVATE_SOCKET,
     Child,
     LayoutError,
-    families_needed,
     log_routing,
     preload,
 )
 from shardq.processes.supervision.forked import TimeoutExpired
+from shardq.processes.supervision.reload import Reloader
 from shardq.processes.supervision.spawn import python_m
 from shardq.processes.supervision.startup import StartupError, become, find_user
 
@@ -78,6 +78,12 @@ class ListenError(Exception):
     (str(): one line)."""
 
 
+def serving_of(child: Child) -> ServingSettings:
+    """A serving process's settings (the supervisor keeps those children apart)."""
+    assert isinstance(child.settings, ServingSettings)
+    return child.settings
+
+
 class Supervisor:
     def __init__(
         self, config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
@@ -85,8 +91,8 @@ class Supervisor:
         """`listen_fd`: the listening socket the CLI bound before the exec (else bound here).
         `reload`: how to read the config again on SIGHUP (config_file, overrides, flags)."""
         self.config = config
-        self.reload = reload
         self.reload_requested = False
+        self.stopped_by = ""  # the signal that stops the server
         if listen_fd is None:
             self.listener = bind_listener(config.listen, config.port)  # first: it may fail
         else:
@@ -103,6 +109,7 @@ class Supervisor:
         os.makedirs(self.state_dir, exist_ok=True)
         #: how tubes are spread (cluster/routing.py): SPREAD, or what an old log recorded
         self.routing = SPREAD if config.wal_dir is None else log_routing(config)
+        self.reloader = Reloader(reload, self.routing)  # SIGHUP
         self.stopping = False
         self.draining = False
         #: the protocol front-ends' listening sockets, by name (kestrel, workq)
@@ -115,14 +122,13 @@ class Supervisor:
             if port is not None:
                 self.bind_front(name, host, port)
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
-        coordinator = roles.coordinator_argv(config, self.run_dir, self.state_dir)
-        self.children = [Child("coordinator", coordinator)]
+        coordinator = roles.coordinator_settings(config, self.run_dir, self.state_dir)
+        self.children = [Child(coordinator)]
         hosted = {roles.hosted_shard(config, i) for i in range(config.serving)}
         self.children += [
             Child(
-                f"shard {i}",
-                roles.shard_argv(config, self.run_dir, i),
-                restart_args=roles.settle_args(config, None),
+                roles.shard_settings(config, self.run_dir, i),
+                settle_from=roles.settle_from(config, None),
             )
             for i in range(config.shards)
             if i not in hosted
@@ -130,10 +136,9 @@ class Supervisor:
         self.ready_r, self.ready_w = os.pipe()
         self.serving_procs = [
             Child(
-                "serving" if config.serving == 1 else f"serving {i}",
-                self.serving_argv(i, self.ready_w),
+                self.serving_settings(i, self.ready_w),
                 pass_fds=(*self.listen_fds(), self.ready_w),
-                restart_args=roles.settle_args(config, i) if i in hosted else [],
+                settle_from=roles.settle_from(config, i) if i in hosted else (),
             )
             for i in range(config.serving)
         ]
@@ -141,8 +146,12 @@ class Supervisor:
         self.frontends: list[Child] = []  # stopped with the serving processes, before the shards
         for name, sock in self.fronts.items():
             fd = sock.fileno()
-            argv = roles.FRONT_ARGV[name](config, self.run_dir, fd)
-            self.frontends.append(Child(name, argv, (fd,)))
+            self.frontends.append(
+                Child(
+                    roles.front_settings(roles.FRONT_SETTINGS[name], config, self.run_dir, fd),
+                    (fd,),
+                )
+            )
         self.children += self.frontends
         #: the children that accept clients: their limits and allow-list change on SIGHUP
         self.doors = self.serving_procs + self.frontends
@@ -150,7 +159,7 @@ class Supervisor:
             self.doors.append(self.metrics_child(self.metrics))
             self.children.append(self.doors[-1])
         # once here, not in every child: they are forked with it imported
-        preload(child.argv[0] for child in self.children)
+        preload(child.settings.ROLE for child in self.children)
 
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is
@@ -161,8 +170,8 @@ class Supervisor:
             f.write(f"{host}:{port}\n")
         os.replace(path + ".tmp", path)
         names = [child.name for child in self.children]
-        argv = roles.metrics_argv(self.config, self.run_dir, sock.fileno(), names)
-        return Child("metrics", argv, (sock.fileno(),))
+        settings = roles.metrics_settings(self.config, self.run_dir, sock.fileno(), names)
+        return Child(settings, (sock.fileno(),))
 
     def bind_front(self, name: str, host: str, port: int) -> None:
         """A protocol front-end's listening socket (kestrel.listen/port, workq.listen/port),
@@ -187,19 +196,19 @@ class Supervisor:
         fds = (self.listener.fileno(),)
         return fds if self.private is None else (*fds, self.private.fileno())
 
-    def serving_argv(self, index: int, ready_fd: int) -> list[str]:
-        private = None if self.private is None else self.private.fileno()
-        fd = self.listener.fileno()
-        argv = roles.serving_argv(self.config, self.run_dir, index, ready_fd, fd, private)
-        return [*argv, f"--routing={self.routing}"]
+    def serving_settings(self, index: int, ready_fd: int) -> ServingSettings:
+        private = -1 if self.private is None else self.private.fileno()
+        fds = (self.listener.fileno(), private, ready_fd)
+        return roles.serving_settings(self.config, self.run_dir, index, fds, self.routing)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             self.stopping = True
+            self.stopped_by = signal.Signals(signum).name
         elif signum == signal.SIGUSR1:
             self.draining = True
             for serving_proc in self.serving_procs:
-                serving_proc.extra = ["--draining"]
+                serving_proc.settings = serving_of(serving_proc).drained()
                 if serving_proc.proc is not None:
                     serving_proc.proc.send_signal(signal.SIGUSR1)
         elif signum == signal.SIGHUP:
@@ -216,14 +225,7 @@ class Supervisor:
             gc.enable()  # off since `preload`
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
-            host, port = listening_address(self.listener)
-            print(LISTENING.format(host=host, port=port), flush=True)
-            for name, sock in self.fronts.items():
-                host, port = listening_address(sock)
-                print(FRONT_LISTENING.format(name=name, host=host, port=port), flush=True)
-            if self.metrics is not None:
-                host, port = listening_address(self.metrics)
-                print(METRICS_LISTENING.format(host=host, port=port), flush=True)
+            self.say_listening()
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),
@@ -238,54 +240,35 @@ class Supervisor:
                     self.reload_config()
                 self.restart_dead()
         finally:
+            log.info("stopping (%s)", self.stopped_by or "a failure")
             self.stop()
+            log.info("stopped")
         return 0
 
+    def say_listening(self) -> None:
+        """``shardq listening on HOST:PORT`` on stdout, and one line per other port."""
+        lines = [LISTENING.format(host=h, port=p) for h, p in [listening_address(self.listener)]]
+        for name, sock in self.fronts.items():
+            host, port = listening_address(sock)
+            lines.append(FRONT_LISTENING.format(name=name, host=host, port=port))
+        if self.metrics is not None:
+            host, port = listening_address(self.metrics)
+            lines.append(METRICS_LISTENING.format(host=host, port=port))
+        for line in lines:
+            print(output_line(line, "supervisor", self.config.log_format), flush=True)
+
     def reload_config(self) -> None:
-        """SIGHUP: read the config file again (the flags still win); apply what a running
-        server can change (`live.Live`: logging, limits, allow), log each change, and
-        refuse with one line each what needs a restart."""
-        if self.reload is None:
-            log.warning("SIGHUP: started without the CLI, no config file to read again")
+        """SIGHUP: read the config again (`Reloader`); pass what changed live on to every
+        child (`RUN_DIR/live.json` and a SIGHUP; later starts get it in their settings)."""
+        reloaded = self.reloader.reload(self.config)
+        if reloaded is None:
             return
-        path = self.reload["config_file"]
-        try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConfigWarning)
-                new = read_config(
-                    Path(path) if path else None, self.reload["overrides"], self.reload["flags"]
-                )
-        except ConfigError as e:
-            log.error("SIGHUP: %s; nothing changed", e)
-            return
-        moving = families_needed(new.tubes) if self.routing == NAMES else None
-        if moving:
-            log.error("SIGHUP: tubes.%s.expired_to needs tube families; nothing changed", moving)
-            return
-        for w in caught:
-            log.warning("SIGHUP: %s", w.message)
-        applied, refused = live.changes(self.config, new)
-        limits, refused = quota.reload(refused, new)
-        for key, before, after in refused:
-            log.warning("SIGHUP: %s needs a restart to change (%r -> %r); kept", key, before, after)
-        for key, before, after in applied + limits:
-            log.warning("SIGHUP: %s %r -> %r", key, before, after)
-        if limits:
-            self.config = dataclasses.replace(
-                self.config, **{name: getattr(new, name) for name in quota.LIMIT_FIELDS}
-            )
-        if not applied:
-            if not limits:
-                log.warning("SIGHUP: nothing to change")
-            return
-        fields = {name: getattr(new, name) for name in live.Live._fields}
-        self.config = dataclasses.replace(self.config, **fields)
-        settings = live.of(self.config)
-        setup_logging("supervisor", settings.verbose, settings.log_level, settings.log_format)
+        self.config, settings = reloaded
+        if settings is None:
+            return  # only the job limits: `quota` shares them with the children already
         live.write(self.run_dir, settings)
         for child in self.children:
-            with_limits = child in self.doors or child.name == "coordinator"
-            child.live_args = live.argv(settings, with_limits)
+            child.settings = child.settings.with_live(settings)
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.send_signal(signal.SIGHUP)
 
@@ -293,9 +276,9 @@ class Supervisor:
         """Wait until every serving process reaches every process, so "listening" means
         serving (each writes one line to the start-up pipe)."""
         os.close(self.ready_w)
-        for i, serving_proc in enumerate(self.serving_procs):
+        for serving_proc in self.serving_procs:
             # a restarted serving process has no start-up pipe to write to
-            serving_proc.argv = self.serving_argv(i, -1)
+            serving_proc.settings = serving_of(serving_proc).started()
             serving_proc.pass_fds = self.listen_fds()
         deadline = time.monotonic() + START_TIMEOUT_S
         lines = 0
@@ -324,6 +307,8 @@ class Supervisor:
             )
             time.sleep(delay)
             child.start(again=True)
+            assert child.proc is not None
+            log.info("%s restarted (pid %d)", child.name, child.proc.pid)
 
     def stop(self) -> None:
         """The serving process first (no new commands), then the shards (they sync their logs)."""

@@ -7,7 +7,6 @@ janitor that deletes items past their expiry (expiry.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import socket
@@ -16,9 +15,11 @@ from collections import Counter
 from shardq.engine.policy import Policies
 from shardq.processes.common import live, wakeup
 from shardq.processes.common.door import Gate
+from shardq.processes.common.settings import KestrelSettings
 from shardq.processes.frontends.kestrel import commands
 from shardq.processes.frontends.kestrel.expiry import ExpiryBook
 from shardq.processes.frontends.kestrel.fanout import Fanout
+from shardq.processes.frontends.kestrel.policy_config import server_config
 from shardq.processes.frontends.kestrel.session import KestrelSession
 from shardq.processes.frontends.loop import FrontendLoop
 from shardq.processes.frontends.session import Session, Task, gather
@@ -40,31 +41,26 @@ class Frontend(FrontendLoop):
     UNAVAILABLE = r.UNAVAILABLE
     OUT_OF_MEMORY = r.OUT_OF_MEMORY
 
-    def __init__(
-        self,
-        listen_fd: int,
-        backend_path: str,
-        max_item: int,
-        max_output_bytes: int,
-        queue_config: list[tuple[str, object]],
-        supervisor: int,
-        journal_dir: str | None = None,
-        sync: bool = False,
-        tubes: str = "",
-    ) -> None:
-        super().__init__(listen_fd, backend_path, k.MAX_LINE + max_item + 2, max_output_bytes)
+    def __init__(self, settings: KestrelSettings, supervisor: int) -> None:
+        """`supervisor`: who gets SIGHUP on `reload`."""
+        s = settings
+        max_item, max_output = s.max_job_size, s.door.max_output_bytes
+        super().__init__(s.listen_fd, s.backend, k.MAX_LINE + max_item + 2, max_output)
         self.max_item = max_item
-        self.queue_config = queue_config  # what dump_config shows for every queue
-        self.supervisor = supervisor  # who gets SIGHUP on `reload`
+        #: what dump_config shows for every queue
+        self.queue_config = server_config(
+            s.max_jobs, s.max_memory, max_item, s.journal, s.sync_journal
+        )
+        self.supervisor = supervisor
         self.expired: Counter[str] = Counter()  # queue -> items expired
         self.expiry = ExpiryBook()
         self.fanout = Fanout()
-        self.fanout.policies = Policies(json.loads(tubes) if tubes else None)
+        self.fanout.policies = Policies(s.common.tubes)
         live.on_change(self.fanout.take_live)
-        if journal_dir is not None:
-            self.expiry.keep(journal_dir, sync, self.fanout)
+        if s.journal_dir is not None:
+            self.expiry.keep(s.journal_dir, s.sync_journal, self.fanout)
         #: kestrel.admin: flush_all, reload and shutdown are served (off: they are unknown)
-        self.admin = False
+        self.admin = s.kestrel_admin
         self.open_ids: set[int] = set()  # jobs open (reserved) by a Kestrel client
         self.janitor: KestrelSession | None = None
         self.janitor_jobs: list[int] = []  # the janitor's last batch of expired jobs
@@ -133,34 +129,11 @@ class Frontend(FrontendLoop):
         return None if due is None else (due - commands.now_ms()) / 1000
 
 
-def main(
-    listen_fd: int,
-    backend_path: str,
-    max_item: int,
-    max_output_bytes: int,
-    queue_config: list[tuple[str, object]],
-    supervisor: int,
-    journal_dir: str | None,
-    sync: bool,
-    tubes: str = "",
-    gate: Gate | None = None,
-    admin: bool = False,
-) -> None:
-    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text);
-    `admin`: serve the administrative commands (kestrel.admin)."""
+def main(settings: KestrelSettings, gate: Gate, supervisor: int) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS); `supervisor`: who gets
+    SIGHUP on `reload`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    front = Frontend(
-        listen_fd,
-        backend_path,
-        max_item,
-        max_output_bytes,
-        queue_config,
-        supervisor,
-        journal_dir,
-        sync,
-        tubes,
-    )
-    front.gate = gate or front.gate
-    front.admin = admin
+    front = Frontend(settings, supervisor)
+    front.gate = gate
     front.serve_forever()

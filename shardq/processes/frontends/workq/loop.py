@@ -16,6 +16,7 @@ import time
 
 from shardq.processes.common import wakeup
 from shardq.processes.common.door import Gate
+from shardq.processes.common.settings import WorkqSettings
 from shardq.processes.frontends.beanstalk import now_ms
 from shardq.processes.frontends.loop import FrontendLoop
 from shardq.processes.frontends.session import Session, Task, gather
@@ -45,18 +46,12 @@ class Frontend(FrontendLoop):
     UNAVAILABLE = workq_replies.UNAVAILABLE
     OUT_OF_MEMORY = workq_replies.OUT_OF_MEMORY
 
-    def __init__(
-        self,
-        listen_fd: int,
-        backend_path: str,
-        max_output_bytes: int,
-        journal_dir: str | None,
-        sync: bool,
-        max_memory: int = 0,
-    ) -> None:
-        super().__init__(listen_fd, backend_path, w.MAX_LINE + w.MAX_BLOCK + 2, max_output_bytes)
+    def __init__(self, settings: WorkqSettings) -> None:
+        s = settings
+        max_output = s.door.max_output_bytes
+        super().__init__(s.listen_fd, s.backend, w.MAX_LINE + w.MAX_BLOCK + 2, max_output)
         self.started = time.time()
-        self.max_memory = max_memory  # the registry's bound (limits.max_memory; 0: none)
+        self.max_memory = s.max_memory  # the registry's bound (limits.max_memory; 0: none)
         self.registry = Registry()
         self.waiters: dict[str, set[Session]] = {}  # UUID -> sessions waiting for its result
         self.runs: dict[int, WorkqJob] = {}  # session id -> the job its `run` waits for
@@ -67,8 +62,8 @@ class Frontend(FrontendLoop):
         #: the janitor's turn: (jobs to queue again, jobs to retire) not done yet
         self.janitor_work: tuple[list[WorkqJob], list[WorkqJob]] = ([], [])
         self.book: Journal | None = None
-        if journal_dir is not None:
-            self.book = open_journal(journal_dir, sync)
+        if s.journal_dir is not None:
+            self.book = open_journal(s.journal_dir, s.sync_journal)
             self.registry.replay(self.book.load())
             self.book.rewrite(self.registry.snapshot())
             log.info("workq: %d jobs from the journal", len(self.registry))
@@ -171,18 +166,10 @@ class Frontend(FrontendLoop):
         return None if due is None else (due - now_ms()) / 1000
 
 
-def main(
-    listen_fd: int,
-    backend_path: str,
-    max_output_bytes: int,
-    journal_dir: str | None,
-    sync: bool,
-    max_memory: int,
-    gate: Gate | None = None,
-) -> None:
-    """`gate`: who may connect (allow, max_connections, TLS; None: anyone, plain text)."""
+def main(settings: WorkqSettings, gate: Gate) -> None:
+    """`gate`: who may connect (allow, max_connections, TLS)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
-    front = Frontend(listen_fd, backend_path, max_output_bytes, journal_dir, sync, max_memory)
-    front.gate = gate or front.gate
+    front = Frontend(settings)
+    front.gate = gate
     front.serve_forever()
