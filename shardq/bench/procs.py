@@ -204,7 +204,8 @@ def live_pids() -> list[int]:
 
 
 def _live_where(field: int, value: int) -> list[int]:
-    """Live processes whose stat field `field` (1: parent pid, 2: process group) is `value`."""
+    """Live processes whose stat field `field` (1: parent pid, 2: process group, 3: session)
+    is `value`."""
     out = []
     for pid in live_pids():
         fields = stat_fields(pid)
@@ -237,14 +238,13 @@ def tree(root: int) -> list[int]:
     return [p for p in out if p in parent]
 
 
-def pids_mentioning(text: str) -> list[int]:
-    """Live processes (but this one) whose command line mentions `text` (a unique run dir)."""
-    me = os.getpid()
-    return [
-        pid
-        for pid in live_pids()
-        if pid != me and is_alive(pid) and any(text in arg for arg in cmdline(pid))
-    ]
+def session_members(sid: int) -> list[int]:
+    """Live processes of the session `sid`: a server started in a session of its own
+    (``start_new_session``) and every process it made, even one its supervisor left behind
+    (a server's processes name themselves by role: their command lines do not say whose
+    they are). The kernel does not give a session's number to another process while one of
+    its members lives."""
+    return _live_where(3, sid)
 
 
 def tracer_pid(pid: int) -> int:

@@ -41,6 +41,7 @@ from shardq.processes.common.listener import (
     listening_address,
     why,
 )
+from shardq.processes.common.procname import set_name, set_title
 from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import socket_path
 from shardq.processes.supervision import children as roles
@@ -348,8 +349,14 @@ def bind_metrics(address: str) -> socket.socket:
 
 
 def serve(
-    config: Config, listen_fd: int | None = None, reload: dict[str, Any] | None = None
+    config: Config,
+    listen_fd: int | None = None,
+    reload: dict[str, Any] | None = None,
+    program: str = "shardq",
 ) -> int:
+    """Supervise a server of `config` on the bound `listen_fd` (None: bind it), named as
+    `program` (procname.py); `reload`: how to read the config again on SIGHUP."""
+    set_name(program)  # for pidof and pgrep from the start; the title once the port is known
     setup_logging("supervisor", config.verbose, config.log_level, config.log_format)
     log.info("config: %s", config.source)
     os.environ["SHARDQ_SUPERVISOR_PID"] = str(os.getpid())  # children check they are not orphans
@@ -364,6 +371,7 @@ def serve(
     except OSError as e:
         log.error("cannot listen on %s: %s", describe(config.listen, config.port), why(e))
         return 1
+    set_title(f"{program}: supervisor {':'.join(listening_address(supervisor.listener))}")
     return supervisor.run()
 
 
@@ -376,7 +384,7 @@ def hold_stop_signals() -> None:
 def run_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> int:
     """Become the supervisor in this process (one that loaded no CLI library: `shardqd`)."""
     hold_stop_signals()
-    return serve(config, listener.detach(), reload)
+    return serve(config, listener.detach(), reload, program="shardqd")
 
 
 def exec_supervisor(config: Config, listener: socket.socket, reload: dict[str, Any]) -> NoReturn:
