@@ -44,8 +44,9 @@ from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context
 from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
-from shardq.processes.shard.core import ShardCore, ShardServer
+from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.ops import COUNTS
+from shardq.processes.shard.server import ShardServer
 from shardq.protocol.stats_keys import CMD_KEYS
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from shardq.engine.policy import Policies
 from shardq.processes.common import live, wakeup
 from shardq.processes.common.settings import Common, ShardSettings, Store
 from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.shard.core import ShardCore, ShardServer
+from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.server import ShardServer
 from shardq.storage.copy_ids import CopyIds
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal

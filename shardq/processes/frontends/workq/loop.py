@@ -44,6 +44,7 @@ def is_plain_add(cmd: object) -> bool:
 
 class Frontend(FrontendLoop):
     UNAVAILABLE = workq_replies.UNAVAILABLE
+    OUT_OF_MEMORY = workq_replies.OUT_OF_MEMORY
 
     def __init__(self, settings: WorkqSettings) -> None:
         s = settings
@@ -92,18 +93,19 @@ class Frontend(FrontendLoop):
             self.book.append_many(records)
 
     def changed(self, j: WorkqJob) -> None:
-        """Write a job's moving fields (a disk error is logged: the job goes on in memory)."""
+        """Write a job's moving fields (a disk error, or memory short, is logged: the job goes on
+        in memory)."""
         try:
             self.journal(j.changed())
-        except OSError as e:
-            log.error("workq journal: %s", e)
+        except (OSError, MemoryError) as e:
+            log.error("workq journal: %s", e or "out of memory")
 
     def forget(self, j: WorkqJob) -> None:
         self.registry.drop(j)
         try:
             self.journal(Dropped(j.id))
-        except OSError as e:
-            log.error("workq journal: %s", e)
+        except (OSError, MemoryError) as e:
+            log.error("workq journal: %s", e or "out of memory")
         self.notify(j.id)
 
     def fail_for_good(self, j: WorkqJob) -> None:
