@@ -24,35 +24,20 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from shardq.protocol.command_args import ErrorReply, IdArg, NoArgs
 from shardq.protocol.record import Record
-
-
-class NoArgs(Record):
-    """A command without arguments."""
-
-    __slots__ = ()
-
-
-class IdArg(Record):
-    """A command whose one argument is a job id."""
-
-    __slots__ = ("id",)
-    __match_args__ = ("id",)
-    id: int
-
-    def __init__(self, id: int) -> None:
-        self.id = id
-
-
-class TubeArg(Record):
-    """A command whose one argument is a tube name."""
-
-    __slots__ = ("tube",)
-    __match_args__ = ("tube",)
-    tube: str
-
-    def __init__(self, tube: str) -> None:
-        self.tube = tube
+from shardq.protocol.tube_commands import (
+    Ignore,
+    ListTubes,
+    ListTubesWatched,
+    ListTubeUsed,
+    PauseTube,
+    Quit,
+    Stats,
+    StatsTube,
+    Use,
+    Watch,
+)
 
 
 class Put(Record):
@@ -240,124 +225,6 @@ class StatsJob(IdArg):
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = "cmd-stats-job"
     __slots__ = ()
-
-
-class StatsTube(TubeArg):
-    """``stats-tube <tube>``."""
-
-    NAME: ClassVar[bytes] = b"stats-tube "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-stats-tube"
-    __slots__ = ()
-
-
-class Stats(NoArgs):
-    """``stats``."""
-
-    NAME: ClassVar[bytes] = b"stats"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-stats"
-    __slots__ = ()
-
-
-class Use(TubeArg):
-    """``use <tube>``."""
-
-    NAME: ClassVar[bytes] = b"use "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-use"
-    __slots__ = ()
-
-
-class Watch(TubeArg):
-    """``watch <tube>``."""
-
-    NAME: ClassVar[bytes] = b"watch "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-watch"
-    __slots__ = ()
-
-
-class Ignore(TubeArg):
-    """``ignore <tube>``."""
-
-    NAME: ClassVar[bytes] = b"ignore "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-ignore"
-    __slots__ = ()
-
-
-class ListTubes(NoArgs):
-    """``list-tubes``."""
-
-    NAME: ClassVar[bytes] = b"list-tubes"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-list-tubes"
-    __slots__ = ()
-
-
-class ListTubeUsed(NoArgs):
-    """``list-tube-used``."""
-
-    NAME: ClassVar[bytes] = b"list-tube-used"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-list-tube-used"
-    __slots__ = ()
-
-
-class ListTubesWatched(NoArgs):
-    """``list-tubes-watched``."""
-
-    NAME: ClassVar[bytes] = b"list-tubes-watched"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-list-tubes-watched"
-    __slots__ = ()
-
-
-class PauseTube(Record):
-    """``pause-tube <tube> <seconds>``."""
-
-    NAME: ClassVar[bytes] = b"pause-tube"
-    ARGS: ClassVar[str] = "pause-tube"
-    STAT: ClassVar[str | None] = "cmd-pause-tube"
-
-    tube: str
-    delay: int
-    __slots__ = ("tube", "delay")
-    __match_args__ = ("tube", "delay")
-
-    def __init__(self, tube: str, delay: int) -> None:
-        self.tube = tube
-        self.delay = delay
-
-
-class Quit(NoArgs):
-    """``quit`` (any line starting with ``quit``): close with no reply."""
-
-    NAME: ClassVar[bytes] = b"quit"
-    ARGS: ClassVar[str] = "quit"
-    STAT: ClassVar[str | None] = None
-    __slots__ = ()
-
-
-class ErrorReply(Record):
-    """A line the parser already answered, e.g. ``b"BAD_FORMAT\\r\\n"``; send ``reply`` as is.
-
-    ``stat`` names a stats counter the server must still increment, because
-    beanstalkd counts the command before it finds the error: ``"cmd-put"``
-    for a put line with trailing garbage (``put 0 0 1 1x``) and
-    ``"cmd-pause-tube"`` for a pause-tube whose name is invalid
-    (``pause-tube -x 1``).  It is None for every other error.
-    """
-
-    reply: bytes
-    stat: str | None
-    __slots__ = ("reply", "stat")
-    __match_args__ = ("reply", "stat")
-
-    def __init__(self, reply: bytes, stat: str | None = None) -> None:
-        self.reply = reply
-        self.stat = stat
 
 
 Parsed = (
