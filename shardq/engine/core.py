@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.job import URGENT_KEY, Job, State
+from shardq.engine.job import ID_MASK, URGENT_KEY, Job, State
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
@@ -156,13 +156,14 @@ class EngineCore:
     def _remove(self, job: Job, tube: Tube, now: int) -> None:
         """Forget a job that is out of its tube's queues already (delete; discard_old and
         max_age in policing.py), and log that it is gone."""
-        del self.jobs[job.id]
+        job_id = job.key & ID_MASK
+        del self.jobs[job_id]
         size = len(job.body)
         self.live_bytes -= size + RECORD_OVERHEAD
         tube.body_bytes -= size
         self._note(now, "delete", job)
         if self.wal_out is not None:
-            self.wal_out.append(new(DeleteRecord, (DELETE, job.id)))
+            self.wal_out.append(new(DeleteRecord, (DELETE, job_id)))
 
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:
@@ -196,7 +197,7 @@ class EngineCore:
                 tube.urgent -= 1
         held = self.owned.get(job.owner)
         if held is not None:
-            held.discard(job.id)
+            held.discard(job.key & ID_MASK)
             if not held:
                 del self.owned[job.owner]
         job.owner = 0

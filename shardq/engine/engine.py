@@ -119,7 +119,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         job.pri = pri
         if self.policed and self._bury_instead(job, now):  # max_reserves: answered as a bury is
             return replies.BURIED
-        job.counts += RELEASE
+        job.dur += RELEASE
         job.delay = delay
         self._note(now, "release", job)  # the event carries the release's own delay
         if delay > 0:
@@ -144,7 +144,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             return replies.NOT_FOUND
         self._unreserve(job)
         job.pri = pri
-        job.counts += BURY
+        job.dur += BURY
         self._note(now, "bury", job)
         job.move("bury")
         tube = self.tubes[job.tube]
@@ -166,7 +166,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
 
     def _kick_one(self, job: Job, now: int) -> None:
         self._unlink(job)
-        job.counts += KICK
+        job.dur += KICK
         self._note(now, "kick", job)
         job.move("kick")
         self._persist(job)

@@ -60,21 +60,22 @@ ID_MASK = (1 << 64) - 1
 LOW_MASK = (1 << 128) - 1  #: the (seq, id) part of a key
 URGENT_KEY = URGENT_PRI << 128  #: keys below this are urgent jobs'
 
-#: The five counters share one int, 64 bits each (a counter never gets near 2**64):
-#: the usual job, reserved a few times and nothing else, keeps a small cached int.
-RESERVE, TIMEOUT, RELEASE, BURY, KICK = 1, 1 << 64, 1 << 128, 1 << 192, 1 << 256
+#: A job's `dur` packs its ttr and delay (whole seconds) and its five counters, 64 bits
+#: each (none gets near 2**64): ttr | delay << 64 | reserves << 128 | timeouts << 192 | …
+#: A job never reserved (the most of them, in a full queue) keeps a small cached int.
+RESERVE, TIMEOUT, RELEASE, BURY, KICK = 1 << 128, 1 << 192, 1 << 256, 1 << 320, 1 << 384
+DELAY_MASK = ID_MASK << 64  #: the delay's bits in `dur`
 
 
 class Job:
     """A job record. `seq` is the put-order stamp used for "oldest first" across shards.
 
-    To keep a job small, priority and seq live only in `key` (see above), delay and ttr
-    are whole seconds (all the protocol has) packed in `dur`, and the counters are packed
-    in `counts`. Ten slots make 112 bytes with the GC header, one more makes 128.
+    To keep a job small, its id, priority and seq live only in `key` (see above), and
+    delay, ttr (whole seconds, all the protocol has) and the counters are packed in `dur`.
+    Eight slots make 96 bytes with the GC header (ten made 112).
     """
 
     __slots__ = (
-        "id",
         "key",
         "tube",
         "dur",
@@ -83,7 +84,6 @@ class Job:
         "created",
         "deadline",
         "owner",
-        "counts",
     )
 
     def __init__(
@@ -97,7 +97,6 @@ class Job:
         body: bytes,
         now: int,
     ) -> None:
-        self.id = job_id
         self.key = pri << 128 | seq << 64 | job_id
         self.tube = tube
         self.dur = ttr | delay << 64  # whole seconds, both
@@ -106,7 +105,6 @@ class Job:
         self.created = now
         self.deadline = 0  # TTR deadline while reserved, due time while delayed
         self.owner = 0  # connection id while reserved or offered
-        self.counts = 0  # reserves + timeouts * TIMEOUT + releases * RELEASE + ...
 
     def move(self, op: str) -> None:
         """Apply a transition; a missing entry is a bug in the engine, not a client error."""
@@ -114,6 +112,11 @@ class Job:
 
     def can(self, op: str) -> bool:
         return (self.state, op) in TRANSITIONS
+
+    @property
+    def id(self) -> int:
+        """Its id: the low 64 bits of its key (hot paths take `key & ID_MASK` themselves)."""
+        return self.key & ID_MASK
 
     @property
     def pri(self) -> int:
@@ -134,11 +137,11 @@ class Job:
 
     @property
     def delay(self) -> int:
-        return self.dur >> 64
+        return self.dur >> 64 & ID_MASK
 
     @delay.setter
     def delay(self, delay: int) -> None:
-        self.dur = self.dur & ID_MASK | delay << 64
+        self.dur = self.dur & ~DELAY_MASK | delay << 64
 
     @property
     def delayed_key(self) -> int:
@@ -146,27 +149,26 @@ class Job:
 
     @property
     def reserves(self) -> int:
-        return self.counts & ID_MASK
+        return self.dur >> 128 & ID_MASK
 
     @property
     def timeouts(self) -> int:
-        return self.counts >> 64 & ID_MASK
+        return self.dur >> 192 & ID_MASK
 
     @property
     def releases(self) -> int:
-        return self.counts >> 128 & ID_MASK
+        return self.dur >> 256 & ID_MASK
 
     @property
     def buries(self) -> int:
-        return self.counts >> 192 & ID_MASK
+        return self.dur >> 320 & ID_MASK
 
     @property
     def kicks(self) -> int:
-        return self.counts >> 256
+        return self.dur >> 384
 
     def set_counters(
         self, reserves: int, timeouts: int, releases: int, buries: int, kicks: int
     ) -> None:
-        self.counts = (
-            reserves + timeouts * TIMEOUT + releases * RELEASE + buries * BURY + kicks * KICK
-        )
+        counts = reserves * RESERVE + timeouts * TIMEOUT + releases * RELEASE
+        self.dur = self.dur & LOW_MASK | counts + buries * BURY + kicks * KICK

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, WAITING, EngineCore
-from shardq.engine.job import ID_MASK, NS, URGENT_KEY, Job, State
+from shardq.engine.job import ID_MASK, NS, RESERVE, URGENT_KEY, Job, State
 from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
@@ -57,7 +57,8 @@ class Offer(NamedTuple):
 
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
-    return [RESERVED, replies.job_reply(b"RESERVED", job.id, job.body), job.id, job.deadline]
+    job_id = job.key & ID_MASK
+    return [RESERVED, replies.job_reply(b"RESERVED", job_id, job.body), job_id, job.deadline]
 
 
 def _head(tube: Tube) -> int:
@@ -72,15 +73,16 @@ class Reserving(EngineCore):
         self._unlink(job)
         job.move(op)
         job.owner = conn
-        job.counts += 1  # reserves
+        job.dur += RESERVE
         self._note(now, "reserve", job)
         job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
         tube = self.tubes[job.tube]
         tube.reserved += 1
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
             self._spend(tube, now)  # reserve_rate
-        self.owned.setdefault(conn, set()).add(job.id)
-        self._at(job.deadline + 1, T_TTR, job.id)
+        job_id = job.key & ID_MASK
+        self.owned.setdefault(conn, set()).add(job_id)
+        self._at(job.deadline + 1, T_TTR, job_id)
 
     def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
         best = None
@@ -125,11 +127,12 @@ class Reserving(EngineCore):
         key = job.key
         if key < URGENT_KEY:
             tube.urgent += 1  # an offered job is still ready as far as stats go
-        self.owned.setdefault(conn, set()).add(job.id)
+        job_id = key & ID_MASK
+        self.owned.setdefault(conn, set()).add(job_id)
         return [
             OFFER,
-            replies.job_reply(b"RESERVED", job.id, job.body),
-            job.id,
+            replies.job_reply(b"RESERVED", job_id, job.body),
+            job_id,
             job.ttr * NS,
             key >> 128,  # pri
             key >> 64 & ID_MASK,  # seq
