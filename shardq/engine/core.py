@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.job import ID_MASK, URGENT_KEY, Job, State
+from shardq.engine.job import ID_MASK, OWNER_MASK, URGENT_KEY, Job, State
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
@@ -195,16 +195,18 @@ class EngineCore:
             tube.offered -= 1
             if job.key < URGENT_KEY:
                 tube.urgent -= 1
-        held = self.owned.get(job.owner)
+        hold = job.hold
+        owner = hold >> 64 & ID_MASK  # job.owner, without the property's call
+        held = self.owned.get(owner)
         if held is not None:
             held.discard(job.key & ID_MASK)
             if not held:
-                del self.owned[job.owner]
-        job.owner = 0
+                del self.owned[owner]
+        job.hold = hold & ~OWNER_MASK  # no owner
 
     def _owned_by(self, job_id: int, conn: int) -> Job | None:
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.RESERVED or job.owner != conn:
+        if job is None or job.state != State.RESERVED or job.hold >> 64 & ID_MASK != conn:
             return None
         return job
 

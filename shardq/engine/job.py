@@ -66,25 +66,27 @@ URGENT_KEY = URGENT_PRI << 128  #: keys below this are urgent jobs'
 RESERVE, TIMEOUT, RELEASE, BURY, KICK = 1 << 128, 1 << 192, 1 << 256, 1 << 320, 1 << 384
 DELAY_MASK = ID_MASK << 64  #: the delay's bits in `dur`
 
+#: A job's `hold` packs the times and the holder that are not in `key` or `dur`:
+#: deadline << 128 | owner << 64 | created (its low 64 bits, two's complement: a job
+#: restored from the log may be older than this boot's monotonic clock). While nothing
+#: holds it and it has no deadline (a job just put), `hold` is `created` itself: the `now`
+#: a turn's puts share. The deadline is the TTR deadline while reserved, the due time while
+#: delayed (and stays after, as it was); the owner the connection while reserved or offered.
+OWNER_MASK = ID_MASK << 64  #: the owner's bits in `hold`
+SIGN_BIT = 1 << 63  #: of `created` in `hold`
+
 
 class Job:
     """A job record. `seq` is the put-order stamp used for "oldest first" across shards.
 
     To keep a job small, its id, priority and seq live only in `key` (see above), and
     delay, ttr (whole seconds, all the protocol has) and the counters are packed in `dur`.
-    Eight slots make 96 bytes with the GC header (ten made 112).
+    Its creation time, deadline and holder are packed in `hold` (above). Six slots make 80
+    bytes with the GC header (ten made 112). Hot paths read and write the packed fields
+    themselves; the properties are for the rest.
     """
 
-    __slots__ = (
-        "key",
-        "tube",
-        "dur",
-        "body",
-        "state",
-        "created",
-        "deadline",
-        "owner",
-    )
+    __slots__ = ("key", "tube", "dur", "body", "state", "hold")
 
     def __init__(
         self,
@@ -102,9 +104,7 @@ class Job:
         self.dur = ttr | delay << 64  # whole seconds, both
         self.body = body
         self.state = State.READY
-        self.created = now
-        self.deadline = 0  # TTR deadline while reserved, due time while delayed
-        self.owner = 0  # connection id while reserved or offered
+        self.hold = now if now >= 0 else now & ID_MASK  # created; no deadline, no owner
 
     def move(self, op: str) -> None:
         """Apply a transition; a missing entry is a bug in the engine, not a client error."""
@@ -142,6 +142,35 @@ class Job:
     @delay.setter
     def delay(self, delay: int) -> None:
         self.dur = self.dur & ~DELAY_MASK | delay << 64
+
+    @property
+    def created(self) -> int:
+        created = self.hold & ID_MASK
+        return created - (1 << 64) if created & SIGN_BIT else created
+
+    @created.setter
+    def created(self, created: int) -> None:
+        self.hold = self.hold & ~ID_MASK | created & ID_MASK
+
+    @property
+    def deadline(self) -> int:
+        return self.hold >> 128
+
+    @deadline.setter
+    def deadline(self, deadline: int) -> None:
+        self.hold = deadline << 128 | self.hold & LOW_MASK
+
+    @property
+    def owner(self) -> int:
+        return self.hold >> 64 & ID_MASK
+
+    @owner.setter
+    def owner(self, owner: int) -> None:
+        self.hold = self.hold & ~OWNER_MASK | owner << 64
+
+    def held_by(self, owner: int, deadline: int) -> None:
+        """Reserved (or offered: deadline 0) by connection `owner`."""
+        self.hold = deadline << 128 | owner << 64 | self.hold & ID_MASK
 
     @property
     def delayed_key(self) -> int:

@@ -58,7 +58,8 @@ class Offer(NamedTuple):
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
     job_id = job.key & ID_MASK
-    return [RESERVED, replies.job_reply(b"RESERVED", job_id, job.body), job_id, job.deadline]
+    deadline = job.hold >> 128  # job.deadline, without the property's call
+    return [RESERVED, replies.job_reply(b"RESERVED", job_id, job.body), job_id, deadline]
 
 
 def _head(tube: Tube) -> int:
@@ -72,17 +73,17 @@ class Reserving(EngineCore):
     def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> None:
         self._unlink(job)
         job.move(op)
-        job.owner = conn
         job.dur += RESERVE
         self._note(now, "reserve", job)
-        job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
+        deadline = now + (job.dur & ID_MASK) * NS  # ttr
+        job.hold = deadline << 128 | conn << 64 | job.hold & ID_MASK  # job.held_by, inlined
         tube = self.tubes[job.tube]
         tube.reserved += 1
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
             self._spend(tube, now)  # reserve_rate
         job_id = job.key & ID_MASK
         self.owned.setdefault(conn, set()).add(job_id)
-        self._at(job.deadline + 1, T_TTR, job_id)
+        self._at(deadline + 1, T_TTR, job_id)
 
     def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
         best = None
@@ -258,8 +259,7 @@ class Reserving(EngineCore):
             return
         self._unlink(job)
         job.state = State.RESERVED
-        job.owner = conn
-        job.deadline = deadline
+        job.held_by(conn, deadline)
         self.tubes[job.tube].reserved += 1
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(deadline + 1, T_TTR, job.id)
