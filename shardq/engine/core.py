@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.job import ID_MASK, OWNER_MASK, URGENT_KEY, Job, State
+from shardq.engine.job import ID_MASK, LOW_MASK, URGENT_KEY, Job, State
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
@@ -196,17 +196,17 @@ class EngineCore:
             if job.key < URGENT_KEY:
                 tube.urgent -= 1
         hold = job.hold
-        owner = hold >> 64 & ID_MASK  # job.owner, without the property's call
+        owner = hold >> 128  # job.owner, without the property's call
         held = self.owned.get(owner)
         if held is not None:
             held.discard(job.key & ID_MASK)
             if not held:
                 del self.owned[owner]
-        job.hold = hold & ~OWNER_MASK  # no owner
+        job.hold = hold & LOW_MASK  # no owner
 
     def _owned_by(self, job_id: int, conn: int) -> Job | None:
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.RESERVED or job.hold >> 64 & ID_MASK != conn:
+        if job is None or job.state != State.RESERVED or job.hold >> 128 != conn:  # owner
             return None
         return job
 

@@ -98,7 +98,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             return replies.NOT_FOUND
         held = job.state == State.RESERVED
         if held:
-            if job.hold >> 64 & ID_MASK != conn:  # job.owner
+            if job.hold >> 128 != conn:  # job.owner
                 return replies.NOT_FOUND
             self._unreserve(job)
         else:

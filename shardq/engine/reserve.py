@@ -58,7 +58,7 @@ class Offer(NamedTuple):
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
     job_id = job.key & ID_MASK
-    deadline = job.hold >> 128  # job.deadline, without the property's call
+    deadline = job.hold >> 64 & ID_MASK  # job.deadline (a reserve's is never negative)
     return [RESERVED, replies.job_reply(b"RESERVED", job_id, job.body), job_id, deadline]
 
 
@@ -76,7 +76,7 @@ class Reserving(EngineCore):
         job.dur += RESERVE
         self._note(now, "reserve", job)
         deadline = now + (job.dur & ID_MASK) * NS  # ttr
-        job.hold = deadline << 128 | conn << 64 | job.hold & ID_MASK  # job.held_by, inlined
+        job.hold = (conn << 64 | deadline) << 64 | job.hold & ID_MASK  # job.held_by, inlined
         tube = self.tubes[job.tube]
         tube.reserved += 1
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
