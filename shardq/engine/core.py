@@ -153,10 +153,11 @@ class EngineCore:
         if self.timing is not None:
             self.timing.note(now, event, job)
 
-    def _remove(self, job: Job, tube: Tube, now: int) -> None:
+    def _remove(self, job: Job, tube: Tube, now: int, job_id: int | None = None) -> None:
         """Forget a job that is out of its tube's queues already (delete; discard_old and
-        max_age in policing.py), and log that it is gone."""
-        job_id = job.key & ID_MASK
+        max_age in policing.py), and log that it is gone. `job_id`: its id, if at hand."""
+        if job_id is None:
+            job_id = job.key & ID_MASK
         del self.jobs[job_id]
         size = len(job.body)
         self.live_bytes -= size + RECORD_OVERHEAD
@@ -186,8 +187,9 @@ class EngineCore:
         elif job.state == State.BURIED:
             del tube.buried[job.id]
 
-    def _unreserve(self, job: Job) -> None:
-        """Forget who holds a reserved or offered job (the job stays where it is)."""
+    def _unreserve(self, job: Job, job_id: int | None = None) -> None:
+        """Forget who holds a reserved or offered job (the job stays where it is).
+        `job_id`: its id, if at hand."""
         tube = self.tubes[job.tube]
         if job.state == State.RESERVED:
             tube.reserved -= 1
@@ -199,7 +201,7 @@ class EngineCore:
         owner = hold >> 128  # job.owner, without the property's call
         held = self.owned.get(owner)
         if held is not None:
-            held.discard(job.key & ID_MASK)
+            held.discard(job.key & ID_MASK if job_id is None else job_id)
             if not held:
                 del self.owned[owner]
         job.hold = hold & LOW_MASK  # no owner

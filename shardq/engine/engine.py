@@ -100,11 +100,11 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         if held:
             if job.hold >> 128 != conn:  # job.owner
                 return replies.NOT_FOUND
-            self._unreserve(job)
+            self._unreserve(job, job_id)
         else:
             self._unlink(job)
         tube = self.tubes[job.tube]
-        self._remove(job, tube, now)
+        self._remove(job, tube, now, job_id)
         tube.cmd_delete += 1
         if held and tube.throttle is not None:
             self._freed(tube, now)  # max_reserved

@@ -57,9 +57,11 @@ class Offer(NamedTuple):
 
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
-    job_id = job.key & ID_MASK
-    deadline = job.hold >> 64 & ID_MASK  # job.deadline (a reserve's is never negative)
-    return [RESERVED, replies.job_reply(b"RESERVED", job_id, job.body), job_id, deadline]
+    return _reserved(job.key & ID_MASK, job.body, job.deadline)
+
+
+def _reserved(job_id: int, body: bytes, deadline: int) -> list[Any]:
+    return [RESERVED, replies.job_reply(b"RESERVED", job_id, body), job_id, deadline]
 
 
 def _head(tube: Tube) -> int:
@@ -70,7 +72,9 @@ def _head(tube: Tube) -> int:
 class Reserving(EngineCore):
     """Reserves, waiters and offers of an engine."""
 
-    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> None:
+    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
+        """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
+        otherwise unpack again)."""
         self._unlink(job)
         job.move(op)
         job.dur += RESERVE
@@ -84,6 +88,7 @@ class Reserving(EngineCore):
         job_id = job.key & ID_MASK
         self.owned.setdefault(conn, set()).add(job_id)
         self._at(deadline + 1, T_TTR, job_id)
+        return job_id, deadline
 
     def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
         best = None
@@ -116,8 +121,8 @@ class Reserving(EngineCore):
 
     def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
         if not offer:
-            self._reserve(job, conn, now)
-            return reserved_payload(job)
+            job_id, deadline = self._reserve(job, conn, now)
+            return _reserved(job_id, job.body, deadline)
         self._unlink(job)
         job.move("offer")
         job.owner = conn
@@ -211,8 +216,8 @@ class Reserving(EngineCore):
         job = self.jobs.get(job_id)
         if job is None or not job.can("reserve"):
             return [FINAL, replies.NOT_FOUND]
-        self._reserve(job, conn, now)  # not refused at a limit (nor when paused), but counted
-        return reserved_payload(job)
+        _, deadline = self._reserve(job, conn, now)  # not refused at a limit, nor when paused
+        return _reserved(job_id, job.body, deadline)
 
     def disconnect(self, conn: int, now: int, hold: bool = False) -> list[str]:
         """A connection closed: its waiters go away and its jobs are ready again at once.
