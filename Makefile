@@ -8,9 +8,15 @@ BIN := $(VENV)/bin
 # `pipeline` extras (pytest, ruff, mypy, pyspark) for `make test`.
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+# The editable install as a plain path in a .pth file ("compat"), not setuptools' import
+# hook: the hook imports pathlib, re and urllib.parse when Python starts, before `shardqd`
+# can bind its port (≈ 12 ms of the ≈ 35 ms to the bind, docs/BENCHMARKS.md "Start-up"). A
+# venv installed with the hook is installed again (its finder module is the mark).
+EDITABLE := --config-settings editable_mode=compat
+EDITABLE_MARK := $(if $(wildcard $(VENV)/lib/python*/site-packages/__editable___shardq_*_finder.py),.FORCE)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime bunqueue clean
+.PHONY: .FORCE run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime bunqueue clean
 
 run: venv bytecode
 	$(BIN)/shardq serve --config config/shardq.yaml
@@ -18,7 +24,7 @@ run: venv bytecode
 # Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: test-venv bytecode beanstalkd java strace chromium clients bunqueue
+test: test-venv bytecode beanstalkd java strace chromium clients loadcore bunqueue
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -27,9 +33,12 @@ test: test-venv bytecode beanstalkd java strace chromium clients bunqueue
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Always out of date: what a venv with the import hook depends on (EDITABLE_MARK).
+.FORCE:
+
+$(STAMP): pyproject.toml $(EDITABLE_MARK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e . $(EDITABLE)
 	touch $(STAMP)
 
 test-venv: $(TEST_STAMP)
@@ -40,9 +49,9 @@ test-venv: $(TEST_STAMP)
 bytecode:
 	$(BIN)/python -m compileall -q shardq
 
-$(TEST_STAMP): pyproject.toml
+$(TEST_STAMP): pyproject.toml $(EDITABLE_MARK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]' $(EDITABLE)
 	touch $(STAMP) $(TEST_STAMP)
 
 # $(call apt_need,COMMAND,PACKAGE,NAME): when COMMAND is missing, install PACKAGE with apt-get
@@ -133,15 +142,26 @@ fmt: test-venv
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
 
-# Performance: the standard matrix against beanstalkd and shardq, 3 rounds A,B,A,B,
-# then shardq with 1, 2 and 4 shards; rewrites the generated part of docs/BENCHMARKS.md
-# (plus docs/benchmarks.png and .json). About 7 minutes on 2 cores (6.4 min measured, 2026-11-23).
+# Performance: the standard matrix against beanstalkd (A), shardq (B) and the stub (L), 3 rounds
+# row by row, a fresh server per cell, the load from the compiled core (shardq/bench/loadcore.c);
+# then shardq with 1, 2 and 4 serving processes. Rewrites the generated table at the top of
+# docs/BENCHMARKS.md (plus docs/benchmarks.png and .json) in one go, and says how long it took.
+# Run it on a quiet machine: the table records the load average and every cell's other CPU.
+# 1,008 s (17 min) measured on 2 cores busy with other work (2026-11-27).
 BENCH_ARGS ?= --rounds 3 --scaling 1,2,4
-.PHONY: bench
-bench: venv beanstalkd
+.PHONY: bench loadcore
+bench: venv beanstalkd loadcore
+	@start=$$(date +%s); \
 	$(BIN)/shardq bench compare --matrix standard $(BENCH_ARGS) \
 	  --a 'beanstalkd -l 127.0.0.1 -p {port}' --b 'shardq serve -p {port}' \
-	  --report docs/BENCHMARKS.md
+	  --report docs/BENCHMARKS.md; rc=$$?; \
+	echo "make bench: $$(( $$(date +%s) - start )) s"; exit $$rc
+
+# The compiled load core of `shardq bench` (built with gcc into build/; `shardq bench` also
+# builds it on first use).
+loadcore: venv
+	@$(call apt_need,gcc,gcc,gcc)
+	$(BIN)/python -m shardq.bench.core
 
 # Randomized invariant checking (tests/invariants/workload.py; `make test` runs its short
 # form): each round a fresh shardq, producers, consumers and a kicker for --seconds, then a

@@ -113,7 +113,9 @@ def serve(
 
 def serve_command(**given: Any) -> None:
     """Run the server (accepts beanstalkd's flags; flags override the config file)."""
-    plain = {name: given.pop(name) for name in list(given) if name in OPTIONS}
+    plain = {
+        name: given.pop(name) for name in list(given) if name in OPTIONS and name not in SPECIAL
+    }
     serve(plain, **given)
 
 

@@ -2,7 +2,8 @@
 
 Each process calls `setup(role, verbose)` once at its start (the supervisor, every child,
 `shardq bench`); modules log through ``logging.getLogger(__name__)`` and never configure
-handlers themselves. A line reads ``shardq[serving] WARNING message``.
+handlers themselves. A line reads ``2026-11-27T03:10:00.123Z shardq[serving] WARNING
+message`` (the time in UTC, as journald-less users expect; journald adds its own).
 
 `verbose` is the config's `verbose` (`-V` counts): 0 shows warnings and errors, 1 (`-V`)
 adds INFO, 2 and more (`-VV`) DEBUG; the config's `log.level` (debug, info, warning,
@@ -11,8 +12,9 @@ line: ts, role, level, logger, msg, and exc for a traceback) for log collectors.
 supervisor passes all three to every child it starts.
 
 Diagnostics go here; a command's result is its output, not a log line: the supervisor's
-``shardq listening on HOST:PORT`` on stdout (tests and tools parse it), the tables of
-`shardq bench`, the summary of `shardq analyze`.
+``shardq listening on HOST:PORT`` on stdout (tests and tools parse it; in JSON mode it is
+an object like the log's, its text in ``msg``: `output_line`), the tables of `shardq
+bench`, the summary of `shardq analyze`.
 
 Standard library only: every layer may use it.
 """
@@ -38,6 +40,19 @@ LEVEL_NAMES = ("debug", "info", "warning", "error")
 FORMATS = ("text", "json")
 
 
+def timestamp(created: float) -> str:
+    """UTC, to the millisecond: 2026-11-27T03:10:00.123Z."""
+    ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    return f"{ts}.{int(created * 1000) % 1000:03d}Z"
+
+
+class TextFormatter(logging.Formatter):
+    """One line per record: its time, the process, the level, the message."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return timestamp(record.created)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line."""
 
@@ -46,9 +61,8 @@ class JsonFormatter(logging.Formatter):
         self.role = role
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         entry = {
-            "ts": f"{ts}.{int(record.msecs):03d}Z",
+            "ts": timestamp(record.created),
             "role": self.role,
             "level": record.levelname,
             "logger": record.name,
@@ -61,7 +75,7 @@ class JsonFormatter(logging.Formatter):
 
 def line_format(role: str) -> str:
     """The format of one line of `role`'s log (`%` in a role is kept literally)."""
-    return f"shardq[{role.replace('%', '%%')}] %(levelname)s %(message)s"
+    return f"%(asctime)s shardq[{role.replace('%', '%%')}] %(levelname)s %(message)s"
 
 
 def setup(role: str, verbose: int, level: str | None = None, fmt: str = "text") -> None:
@@ -71,10 +85,20 @@ def setup(role: str, verbose: int, level: str | None = None, fmt: str = "text") 
     Replaces any handler set before (a re-executed or forked process calls it again).
     """
     handler = logging.StreamHandler(sys.stderr)
-    formatter = JsonFormatter(role) if fmt == "json" else logging.Formatter(line_format(role))
+    formatter = JsonFormatter(role) if fmt == "json" else TextFormatter(line_format(role))
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper() if level else level_for(verbose))
+
+
+def output_line(text: str, role: str, fmt: str) -> str:
+    """A line of a command's output (``shardq listening on ...``): as it is in text mode,
+    in JSON mode an object like the log's (`msg` holds the text), so a collector that reads
+    every line as JSON reads this one too."""
+    if fmt != "json":
+        return text
+    entry = {"ts": timestamp(time.time()), "role": role, "level": "INFO", "msg": text}
+    return json.dumps(entry, ensure_ascii=False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import ssl
 import sys
 import warnings
 from pathlib import Path
@@ -149,7 +148,7 @@ def check_cert_pair(
         )
     try:
         tls_context(cert, key, None)
-    except (OSError, ssl.SSLError) as e:
+    except OSError as e:  # ssl.SSLError is one
         reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
         raise ConfigError(
             setting_name(cert_field, overrides, config), f"cannot load {cert} / {key}: {reason}"
@@ -173,7 +172,7 @@ def check_tls(config: Config, overrides: dict[str, Any]) -> None:
         assert cert is not None and key is not None  # check_cert_pair said so
         try:
             tls_context(cert, key, ca)
-        except (OSError, ssl.SSLError) as e:
+        except OSError as e:  # ssl.SSLError is one
             reason = getattr(e, "strerror", None) or getattr(e, "reason", None) or str(e)
             raise ConfigError(
                 setting_name("tls_client_ca", overrides, config), f"cannot load {ca}: {reason}"

@@ -22,6 +22,8 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -324,3 +326,32 @@ def make_cert(directory: Path, name: str, cn: str) -> tuple[Path, Path]:
         timeout=30,
     )
     return cert, key
+
+
+def shard_key_config(directory: Path) -> Path:
+    """A config file that asks for stats-tube's `shard` key (`stats_tube_shard`), which a
+    test reads to see where a tube is."""
+    path = directory / "shard-key.yaml"
+    path.write_text("stats_tube_shard: true\n")
+    return path
+
+
+def metrics_port(run_dir: Path) -> int:
+    """The port the server wrote to RUN_DIR/metrics-address (with --metrics HOST:0)."""
+    text = poll_for(lambda: _read(run_dir / "metrics-address"), timeout=10)
+    return int(text.strip().rsplit(":", 1)[1])
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def http_get(port: int, path: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()

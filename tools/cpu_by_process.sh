@@ -21,8 +21,7 @@ PORT=$(grep -o "listening on 127.0.0.1:[0-9]*" "$OUT/server.log" | cut -d: -f2)
 [ -n "$PORT" ] || { cat "$OUT/server.log" >&2; kill "$S"; exit 1; }
 snap() {
 	for c in $S $(pgrep -P "$S"); do
-		role=$(tr '\0' ' ' < "/proc/$c/cmdline" | sed -E \
-			's/.*child (coordinator|shard [0-9]+|serving).*--index=([0-9]+).*/\1 \2/; s/.*child (coordinator|shard [0-9]+).*/\1/; s/.*supervisor.*/supervisor/')
+		role=$(tr '\0' ' ' < "/proc/$c/cmdline" | sed -E 's/^shardq: ([a-z]+( [0-9]+)?).*/\1/')
 		echo "$role|$(awk '{print $14+$15}' "/proc/$c/stat")"
 	done
 }

@@ -59,6 +59,23 @@ def _progress_wanted(as_json: bool) -> bool:
     return not as_json and sys.stderr.isatty()
 
 
+Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="c: the compiled load core (built with gcc on first use; one process keeps a fast"
+        " server busy), python: the Python load loop.",
+    ),
+]
+ENGINES = ("c", "python")
+
+
+def _check_engine(engine: str, command: str) -> None:
+    if engine not in ENGINES:
+        typer.echo(f"{command}: --engine is one of {', '.join(ENGINES)}", err=True)
+        raise typer.Exit(2)
+
+
 Verbose = Annotated[
     int,
     typer.Option("-V", count=True, show_default=False, help="More logging; repeatable."),
@@ -122,6 +139,7 @@ def bench(
             help="--protocol bunqueue: jobs a request (1: PUSH, PULL+ACK; N: PUSHB, PULLB+ACKB).",
         ),
     ] = 1,
+    engine: Engine = "c",
     verbose: Verbose = 0,
 ) -> None:
     _setup_logging(verbose)
@@ -137,6 +155,7 @@ def bench(
             err=True,
         )
         raise typer.Exit(2)
+    _check_engine(engine, "shardq bench")
     spec = Spec(
         workload=workload,
         host=host,
@@ -151,6 +170,7 @@ def bench(
         backlog=backlog,
         prefill=prefill,
         prefix=f"bench-{secrets.token_hex(3)}",  # tubes of this run only: cleanup is exact
+        engine=engine,
     )
     try:
         check_reachable(host, port)
@@ -270,7 +290,8 @@ def compare_cmd(
         float | None, typer.Option("--duration", "-d", help="Seconds per cell.")
     ] = None,
     processes: Annotated[
-        int | None, typer.Option("--processes", "-P", help="Load processes [cores].")
+        int | None,
+        typer.Option("--processes", "-P", help="Load processes [1 with --engine c, else cores]."),
     ] = None,
     scaling: Annotated[
         str | None,
@@ -282,10 +303,12 @@ def compare_cmd(
         Path | None, typer.Option("--report", help="Rewrite this Markdown file's bench section.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    engine: Engine = "c",
     verbose: Verbose = 0,
 ) -> None:
     if verbose:
         _setup_logging(verbose)
+    _check_engine(engine, "shardq bench compare")
     from shardq.bench.compare import compare, format_table
     from shardq.bench.limits import stub_command
 
@@ -300,7 +323,9 @@ def compare_cmd(
     progress = _progress_wanted(as_json)
     try:
         ceiling = None if no_stub else (l_cmd or stub_command())
-        result = compare(a, b, rounds, matrix, duration, processes, shards, progress, ceiling)
+        result = compare(
+            a, b, rounds, matrix, duration, processes, shards, progress, ceiling, engine
+        )
     except (OSError, RuntimeError) as e:
         typer.echo(f"shardq bench compare: {e}", err=True)
         raise typer.Exit(1) from None

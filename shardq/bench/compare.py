@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardq.bench.busy import Busy
 from shardq.bench.limits import (
     LEGEND,
     NEAR_L,
@@ -45,13 +46,15 @@ class Cell:
     kind: str = "ops"
     spec: dict[str, Any] = field(default_factory=dict)
     jobs: int = 0  # memory cells: ready jobs to hold
+    busy: int = 0  # loaded rows: cores kept busy by other processes meanwhile (bench/busy.py)
 
 
 def matrix(name: str, duration: float | None = None) -> list[Cell]:
-    """The issue's standard matrix, a tiny one for tests, or only its memory row."""
+    """The standard matrix, a tiny one for tests, only its memory row or only its loaded
+    rows (one client while another process keeps one core busy)."""
     quick = name == "quick"
     d = duration or (0.5 if quick else 5.0)
-    fill = 20_000 if quick else 150_000
+    fill = 20_000 if quick else 250_000
 
     def c(key: str, label: str, workload: str, conns: int, **kw: Any) -> Cell:
         kind = "cycles" if workload == "pingpong" else "ops"
@@ -62,29 +65,55 @@ def matrix(name: str, duration: float | None = None) -> list[Cell]:
         c("put-1", "put, 1 conn", "put", 1, processes=1),
         c("put-50x16", "put, 50 conns x16 pipelined", "put", 50, pipeline=16),
         c("reserve-50", "reserve+delete, 50 conns (pre-filled)", "reserve", 50, prefill=fill),
-        c("mixed-50", "mixed, 50 conns", "mixed", 50),
-        c("mixed-200", "mixed, 200 conns", "mixed", 200),
-        c("multitube-64", "multitube, 16 tubes / 64 conns", "multitube", 64, tubes=16),
+        c("mixed-50", "mixed, 50 conns", "mixed", 50, backlog=BACKLOG),
+        c("mixed-200", "mixed, 200 conns", "mixed", 200, backlog=BACKLOG),
+        c(
+            "multitube-64",
+            "multitube, 16 tubes / 64 conns",
+            "multitube",
+            64,
+            tubes=16,
+            backlog=BACKLOG,
+        ),
         c("pingpong-1", "pingpong, 1 client", "pingpong", 1, processes=1),
     ]
+    loaded = [
+        Cell(f"{x.key}-busy", f"{x.label}, one core busy", x.kind, x.spec, busy=1)
+        for x in cells
+        if x.key in LOADED_KEYS
+    ]
     jobs = 20_000 if quick else 1_000_000
-    cells.append(Cell("memory", f"memory, {jobs:,} ready jobs of 100 B", "memory", jobs=jobs))
+    memory = Cell("memory", f"memory, {jobs:,} ready jobs of 100 B", "memory", jobs=jobs)
     if quick:
-        cells = [x for x in cells if x.key in ("put-50x16", "mixed-50", "pingpong-1", "memory")]
+        return [x for x in cells if x.key in ("put-50x16", "mixed-50", "pingpong-1")] + [memory]
     if name == "memory":
-        cells = cells[-1:]
-    return cells
+        return [memory]
+    if name == "loaded":
+        return loaded
+    return cells + loaded + [memory]
 
+
+#: The rows run again on a loaded machine: one request in flight is where a busy neighbour
+#: shows (every command waits for the server to be scheduled).
+LOADED_KEYS = ("put-1", "pingpong-1")
+
+
+#: Mixed rows: producers pause above this many jobs put and not yet deleted.
+BACKLOG = 1000
 
 SCALING_KEYS = ("mixed-50", "multitube-64")
 
 
-def measure(server: Server, cell: Cell, prefix: str, processes: int, progress: bool) -> dict:
+def measure(
+    server: Server, cell: Cell, prefix: str, processes: int, progress: bool, engine: str = "c"
+) -> dict:
     """Run one cell against a running server: its figure, the server's CPU (cores) over the
     measured seconds, the load tool's CPU and what everything else used meanwhile ("other")."""
     if cell.kind == "memory":
-        return _measure_memory(server, cell, prefix, processes, progress)
-    spec = Spec(port=server.port, prefix=prefix, **{"processes": processes, **cell.spec})
+        return _measure_memory(server, cell, prefix, processes, progress, engine)
+    spec = Spec(
+        port=server.port, prefix=prefix, engine=engine, **{"processes": processes, **cell.spec}
+    )
     r = run(spec, progress, watch=server.pids)
     win = r["window"]
     wall = win["wall_s"] or 1e-9
@@ -117,13 +146,13 @@ def _by_role(per_pid: dict[int, float], wall: float) -> dict[str, float]:
 
 
 def _measure_memory(
-    server: Server, cell: Cell, prefix: str, processes: int, progress: bool
+    server: Server, cell: Cell, prefix: str, processes: int, progress: bool, engine: str
 ) -> dict[str, Any]:
     """RSS of a fresh server holding `cell.jobs` jobs; CPU over the whole fill."""
     window = CpuWindow(server.pids)
     window.start()
     base = memory(server.pids)
-    spec = Spec(port=server.port, processes=processes, prefix=prefix)
+    spec = Spec(port=server.port, processes=processes, prefix=prefix, engine=engine)
     r = prefill(spec, cell.jobs, progress)
     time.sleep(0.5)
     mem = memory(server.pids)
@@ -176,6 +205,7 @@ def _side(cell: Cell, rs: list[dict]) -> dict[str, Any]:
     out["load_processes"] = rs[0].get("load_processes", 1) if rs else 0
     out["in_flight"] = rs[0].get("in_flight", 0) if rs else 0
     out["errors"] = sum(r["errors"] for r in rs)
+    out["error_samples"] = [s for r in rs for s in r.get("samples", [])][:5]
     out["rounds"] = [r["value"] for r in rs]
     if cell.kind == "memory":
         del out["kops_per_cpu_s"]
@@ -198,7 +228,12 @@ def summarise(
     lower is better) and the tool-limit flag (`shardq.bench.limits`)."""
     rows = []
     for cell in cells:
-        row: dict[str, Any] = {"key": cell.key, "label": cell.label, "kind": cell.kind}
+        row: dict[str, Any] = {
+            "key": cell.key,
+            "label": cell.label,
+            "kind": cell.kind,
+            "busy": cell.busy,
+        }
         for side in ("a", "b", "l"):
             rs = runs.get(side, {}).get(cell.key, [])
             if rs or side != "l":
@@ -222,11 +257,13 @@ def compare(
     scaling: list[int] | None = None,
     progress: bool = True,
     l: str | None = None,  # noqa: E741 -- the L column, as in the output
+    engine: str = "c",
 ) -> dict[str, Any]:
     """Run the matrix row by row: each round of a row runs A, B and then L (the stub, when
-    `l` is given), each on a fresh server; returns rows plus raw runs."""
+    `l` is given), each on a fresh server; returns rows plus raw runs. One compiled load
+    core (`engine` "c") or one Python load process per core ("python") unless `processes`."""
     cells = matrix(matrix_name, duration)
-    procs = processes or cores()
+    procs = processes or (1 if engine == "c" else cores())
     sides = [("a", a), ("b", b)] + ([("l", l)] if l else [])
     runs: dict[str, dict[str, list[dict]]] = {s: defaultdict(list) for s, _ in sides}
     started = time.monotonic()
@@ -251,8 +288,8 @@ def compare(
             time_left(time.monotonic() - started, n, len(plan)),
         )
         # A fresh server per run: nothing left from other cells.
-        with Server(template, label=f"server {side.upper()}") as server:
-            res = measure(server, cell, f"c{i}r{rnd}", procs, progress)
+        with Busy(cell.busy), Server(template, label=f"server {side.upper()}") as server:
+            res = measure(server, cell, f"c{i}r{rnd}", procs, progress, engine)
         runs[side][cell.key].append(res)
     out: dict[str, Any] = {
         "a": a,
@@ -261,6 +298,7 @@ def compare(
         "rounds": rounds,
         "matrix": matrix_name,
         "processes": procs,
+        "engine": engine,
         "cores": cores(),
         "tool_limit_rule": {
             "near_l": NEAR_L,
@@ -273,14 +311,16 @@ def compare(
         "loadavg": {"before": load_before, "after": _loadavg()},
     }
     if scaling:
-        out["scaling"] = scale(b, cells, scaling, procs, progress)
+        out["scaling"] = scale(b, cells, scaling, procs, progress, engine)
         flag_scaling(out["scaling"], out["rows"], cores())
     out["seconds"] = time.monotonic() - started
+    out["generated"] = time.strftime("%Y-%m-%d %H:%M %Z")
+    log.info("%s matrix done in %.1f min", matrix_name, out["seconds"] / 60)
     return out
 
 
 def scale(
-    template: str, cells: list[Cell], shards: list[int], procs: int, progress: bool
+    template: str, cells: list[Cell], shards: list[int], procs: int, progress: bool, engine: str
 ) -> list[dict[str, Any]]:
     """B with N serving processes (--shards N --serving N: each hosts one shard) for each
     N, on the scaling rows (one round each)."""
@@ -290,7 +330,7 @@ def scale(
         with Server(f"{template} {flags}", label=f"server B {flags}") as server:
             for i, cell in enumerate(c for c in cells if c.key in SCALING_KEYS):
                 log.info("scaling %s %s", flags, cell.label)
-                res = measure(server, cell, f"s{n}c{i}", procs, progress)
+                res = measure(server, cell, f"s{n}c{i}", procs, progress, engine)
                 rows.append({"shards": n, "key": cell.key, "label": cell.label, **res})
     return rows
 

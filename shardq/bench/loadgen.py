@@ -27,6 +27,7 @@ from shardq.bench.workloads import (
     PRODUCER,
     ConnPlan,
     Spec,
+    body_of,
     put_request,
     reserve_request,
     setup_commands,
@@ -142,6 +143,7 @@ class LoadLoop:
         self.issued = 0
         self.res = Result()
         self.put_req = put_request(spec)
+        self.body = body_of(spec.size) + b"\r\n"  # what every RESERVED must carry
         self.sel: selectors.BaseSelector = selectors.DefaultSelector()  # epoll on Linux
         self.inbuf = bytearray(RECV)  # every recv_into of this process lands here
         self.total_target = (spec.jobs or 0) if spec.jobs else None
@@ -235,6 +237,7 @@ class LoadLoop:
         counts, hists = res.counts, res.hists
         find = buf.find
         size = self.spec.size
+        body = self.body
         while pending:
             i = find(b"\r\n", pos)
             if i < 0:
@@ -245,7 +248,7 @@ class LoadLoop:
             if op == PUT:
                 pending.popleft()
                 pos = i + 2
-                if line[:9] == b"INSERTED ":
+                if line[:9] == b"INSERTED " and line[9:].isdigit():
                     counts[PUT] += 1
                     hists[PUT].record(now - item[1])
                     if c.plan.role == PINGPONG:
@@ -256,13 +259,18 @@ class LoadLoop:
             elif op == RESERVE:
                 if line[:9] == b"RESERVED ":
                     parts = line.split()
-                    n = int(parts[2]) if len(parts) == 3 else -1
+                    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+                        pending.popleft()
+                        pos = i + 2
+                        res.error(RESERVE, line)
+                        continue
+                    n = int(parts[2])
                     end = i + 2 + n + 2
                     if end > len(buf):
                         break  # body not complete yet
                     pending.popleft()
                     pos = end
-                    if n != size or buf[end - 2 : end] != b"\r\n":
+                    if n != size or buf[i + 2 : end] != body:
                         res.error(RESERVE, line)
                         continue
                     counts[RESERVE] += 1

@@ -12,6 +12,7 @@ needs CONFIG_PROC_CHILDREN, which not every kernel has.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import selectors
@@ -55,18 +56,30 @@ def free_port(host: str = "127.0.0.1") -> int:
 # ---------------------------------------------------------------------- the listening line
 
 
+def as_text(data: bytes | str) -> str:
+    """A server's output as text lines: a JSON line (``--log-format json``) as its `msg`."""
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    if "{" not in text:
+        return text
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                line = str(json.loads(line)["msg"]) + "\n"
+        lines.append(line)
+    return "".join(lines)
+
+
 def listening_port(line: bytes | str, host: str = "127.0.0.1") -> int | None:
     """The port of a ``shardq listening on HOST:PORT`` line for `host`, else None."""
-    text = line.decode(errors="replace") if isinstance(line, bytes) else line
-    match = _LISTENING.match(text)
+    match = _LISTENING.match(as_text(line))
     if match is None or match["host"] != host:
         return None
     return int(match["port"])
 
 
 def _port_in(pattern: re.Pattern[str], data: bytes | str, host: str) -> int | None:
-    text = data.decode(errors="replace") if isinstance(data, bytes) else data
-    match = pattern.search(text)
+    match = pattern.search(as_text(data))
     if match is None or match["host"] != host:
         return None
     return int(match["port"])
@@ -198,7 +211,8 @@ def live_pids() -> list[int]:
 
 
 def _live_where(field: int, value: int) -> list[int]:
-    """Live processes whose stat field `field` (1: parent pid, 2: process group) is `value`."""
+    """Live processes whose stat field `field` (1: parent pid, 2: process group, 3: session)
+    is `value`."""
     out = []
     for pid in live_pids():
         fields = stat_fields(pid)
@@ -231,14 +245,13 @@ def tree(root: int) -> list[int]:
     return [p for p in out if p in parent]
 
 
-def pids_mentioning(text: str) -> list[int]:
-    """Live processes (but this one) whose command line mentions `text` (a unique run dir)."""
-    me = os.getpid()
-    return [
-        pid
-        for pid in live_pids()
-        if pid != me and is_alive(pid) and any(text in arg for arg in cmdline(pid))
-    ]
+def session_members(sid: int) -> list[int]:
+    """Live processes of the session `sid`: a server started in a session of its own
+    (``start_new_session``) and every process it made, even one its supervisor left behind
+    (a server's processes name themselves by role: their command lines do not say whose
+    they are). The kernel does not give a session's number to another process while one of
+    its members lives."""
+    return _live_where(3, sid)
 
 
 def tracer_pid(pid: int) -> int:

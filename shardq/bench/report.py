@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from shardq.bench.limits import LEGEND, flag_text
+from shardq.bench.limits import LEGEND, NOISY, flag_text
 from shardq.bench.png import ratio_chart
 from shardq.bench.workloads import counted
 
@@ -111,14 +112,15 @@ def _row_lines(r: dict[str, Any]) -> list[str]:
     ops = kind != "memory"
     kops = f"{a.get('kops_per_cpu_s', 0):.1f} / {b.get('kops_per_cpu_s', 0):.1f}" if ops else ""
     tool = " / ".join(_pct(x["client_cores"]) for x in (a, b, lc) if x is not None)
+    ratio = f"({r['ratio']:.2f})" if r.get("tool_limited") else f"**{r['ratio']:.2f}**"
     lines = [
         f"| {r['label']} ({unit}) | {_v(kind, a['value'])} | {_v(kind, b['value'])}"
-        f" | {_v(kind, lc['value']) if lc else '—'} | **{r['ratio']:.2f}**"
+        f" | {_v(kind, lc['value']) if lc else '—'} | {ratio}"
         f" | {_pct(a['cpu_cores'])} / {_pct(b['cpu_cores'])} | {kops} | {tool if ops else ''}"
         f" | {_pct(a.get('other_cores', 0))} / {_pct(b.get('other_cores', 0))}"
         f" | {flag_text(r)} | {_roles(b.get('cpu_by_role'))} | {a['errors']}/{b['errors']} |"
     ]
-    if "p99_ratio" in r:
+    if "p99_ratio" in r and not r.get("tool_limited"):
         lines.append(
             f"| pingpong p99 cycle latency (µs, lower is better) | {a['p99_us']:,.0f}"
             f" | {b['p99_us']:,.0f} | {lc['p99_us'] if lc else 0:,.0f} | **{r['p99_ratio']:.2f}**"
@@ -127,15 +129,77 @@ def _row_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+HEADER = (
+    "| row (unit of A, B, L) | A | B | L | B/A | server CPU A / B | kops/cpu-s A / B"
+    " | load tool CPU A / B / L | other CPU A / B | tool limit | B CPU by process"
+    " | errors A/B |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
+)
+
+
+def shown(command: str | None) -> str:
+    """A server command as a reader would type it: this interpreter's path becomes `python`
+    (the figures must not name the paths of the machine they were made on)."""
+    return (command or "").replace(shlex.quote(sys.executable), "python").replace(" -P -m", " -m")
+
+
+def _tables(rows: list[dict[str, Any]]) -> list[str]:
+    """Results (the servers set the pace), then the rows where the load tool did: their
+    figures say how fast the tool went, so they are not results."""
+    ops = [r for r in rows if r["kind"] != "memory"]
+    results = [r for r in ops if not r.get("tool_limited")]
+    limited = [r for r in ops if r.get("tool_limited")]
+    out = ["**Results** (the servers, not the load tool, set the pace):", ""]
+    out += [*HEADER, *(x for r in results for x in _row_lines(r))] if results else ["None."]
+    out += [
+        "",
+        "**Not results: the load tool set the pace** (B/A in brackets; column `tool limit`"
+        " says why; a faster server could not have shown it under this load):",
+        "",
+    ]
+    out += [*HEADER, *(x for r in limited for x in _row_lines(r))] if limited else ["None."]
+    return out
+
+
+def _tool(result: dict[str, Any]) -> str:
+    if result.get("engine", "python") == "c":
+        kind = "the compiled load core (`shardq/bench/loadcore.c`, built by `make loadcore`)"
+    else:
+        kind = "the Python load loop (`shardq/bench/loadgen.py`)"
+    return f"{kind}, {counted(result['processes'], 'load process', 'load processes')}"
+
+
+def busy_machine(rows: list[dict[str, Any]]) -> list[str]:
+    """A warning when most rows ran while other processes used the machine (marked `!`)."""
+    ops = [r for r in rows if r["kind"] != "memory"]
+    noisy = [r for r in ops if r.get("noisy")]
+    if not ops or 2 * len(noisy) <= len(ops):
+        return []
+    other = max(r[s].get("other_cores", 0.0) - r.get("busy", 0) for r in ops for s in ("a", "b"))
+    return [
+        "",
+        f"**Not a quiet machine:** in {len(noisy)} of {len(ops)} rows other processes used more"
+        f" than {round(NOISY * 100)} % of a core (up to {_pct(other)} beyond the loaded rows'"
+        " neighbour), so these figures say as much about that load as about the servers."
+        " Regenerate on a quiet machine.",
+    ]
+
+
 def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
     rows = result["rows"]
     l_cmd = result.get("l")
+    load = result.get("loadavg", {})
     out = [
         BEGIN,
         "",
-        f"Generated {time.strftime('%Y-%m-%d %H:%M %Z')} in {result['seconds'] / 60:.1f} min; "
-        f"{result['rounds']} rounds per row ({_order(result)}, a fresh server each), medians; "
-        f"{counted(result['processes'], 'load process', 'load processes')}.",
+        f"Generated {result.get('generated') or time.strftime('%Y-%m-%d %H:%M %Z')}"
+        f" at commit **{info.get('shardq', '?')}**"
+        f" by `make bench` in {result['seconds'] / 60:.1f} min; {result['rounds']} rounds per"
+        f" row ({_order(result)}, a fresh server each), medians. Load tool: {_tool(result)}."
+        f" Machine load average before / after: {load.get('before', '?')} /"
+        f" {load.get('after', '?')} (figures taken while other work ran are noisy: see"
+        " `other CPU` and `!`).",
+        *busy_machine(rows),
         "",
         "**Machine:** " + "; ".join(f"{k} {v}" for k, v in info.items()),
         "",
@@ -143,34 +207,31 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
         "",
         "```sh",
         "make bench",
-        f"# = {result.get('command', '')}",
+        f"# = {shown(result.get('command', ''))}",
         "```",
         "",
-        f"- A: `{result['a']}`",
-        f"- B: `{result['b']}`",
-        *([f"- L: `{l_cmd}` (the stub: answers at once, stores nothing)"] if l_cmd else []),
+        f"- A: `{shown(result['a'])}`",
+        f"- B: `{shown(result['b'])}`",
+        *([f"- L: `{shown(l_cmd)}` (the stub: answers at once, stores nothing)"] if l_cmd else []),
         "",
         f"![B/A per row]({chart})",
         "",
         "CPU columns are % of one core over the measured seconds of the cell (CPU seconds /"
         " wall seconds): the server's whole process tree, the load tool's processes, and"
         " everything else on the machine (`other`, from /proc/stat; a busy neighbour makes"
-        " figures noisy). Machine load average before/after the run:"
-        f" {result.get('loadavg', {}).get('before', '?')} /"
-        f" {result.get('loadavg', {}).get('after', '?')}.",
+        ' figures noisy). Rows ending in "one core busy" ran while another process kept'
+        " one core busy (its CPU is in `other`): one client on a loaded machine.",
         "",
         result.get("legend", LEGEND),
         "",
-        "| row (unit of A, B, L) | A | B | L | B/A | server CPU A / B | kops/cpu-s A / B"
-        " | load tool CPU A / B / L | other CPU A / B | tool limit | B CPU by process"
-        " | errors A/B |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
+        *_tables(rows),
     ]
-    for r in rows:
-        out += _row_lines(r)
     mem = next((r for r in rows if r["kind"] == "memory"), None)
     if mem:
         out += [
+            "",
+            f"**{mem['label'][0].upper()}{mem['label'][1:]}:** B/A of RSS"
+            f" **{mem['ratio']:.2f}** (lower is better).",
             "",
             "Memory: a fresh server of each kind (no other cell ran on it) holds the jobs; RSS "
             "summed over every process of the server (PSS in brackets, which splits pages "
@@ -207,15 +268,14 @@ def render(result: dict[str, Any], chart: str, info: dict[str, str]) -> str:
 
 
 def chart_png(result: dict[str, Any]) -> bytes:
-    """B/A per row; memory and latency rows are green when within the issue's goals; rows
-    where the load tool was the limit are labelled "(tool)"."""
+    """B/A per result row; memory and latency rows are green when within the issue's goals;
+    rows where the load tool was the limit are not results and are left out."""
     rows = []
     for r in result["rows"]:
         if r["kind"] == "memory":
             rows.append((f"{r['key']} (lower better)", r["ratio"], r["ratio"] <= 1.5))
-        else:
-            label = f"{r['key']} (tool)" if r.get("tool_limited") else r["key"]
-            rows.append((label, r["ratio"], r["ratio"] >= 1.0))
+        elif not r.get("tool_limited"):  # not a result: left out
+            rows.append((r["key"], r["ratio"], r["ratio"] >= 1.0))
             if "p99_ratio" in r:
                 rows.append(("pingpong p99 (lower)", r["p99_ratio"], r["p99_ratio"] <= 2.0))
     return ratio_chart("B/A: SHARDQ / BEANSTALKD", rows)
@@ -229,7 +289,8 @@ def write_report(path: Path, result: dict[str, Any]) -> None:
     raw = path.with_name(f"{stem}.json")
     chart.write_bytes(chart_png(result))
     info = machine()
-    raw.write_text(json.dumps({"machine": info, **result}, indent=1) + "\n")
+    commands = {k: shown(result[k]) for k in ("a", "b", "l", "command") if result.get(k)}
+    raw.write_text(json.dumps({"machine": info, **result, **commands}, indent=1) + "\n")
     text = path.read_text() if path.exists() else SKELETON
     if BEGIN not in text or END not in text:
         text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"

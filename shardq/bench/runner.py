@@ -57,17 +57,16 @@ class Progress:
         self.label = label
         self.width = 0  # of the last line drawn, to blank it at the end
 
-    def show(self, fraction: float, ops: int, rate: float, elapsed: float) -> None:
+    def show(self, fraction: float, ops: int | None, rate: float | None, elapsed: float) -> None:
+        """Redraw the line; `ops` None: counts unknown until the end (the compiled core)."""
         if not self.enabled or elapsed < self.AFTER_S:
             return
         fraction = min(1.0, max(0.0, fraction))
         width = 30
         filled = int(width * fraction)
         bar = "#" * filled + "." * (width - filled)
-        line = (
-            f"{self.label} [{bar}] {ops:>10,} ops {rate:>10,.0f} ops/s"
-            f"  {time_left(elapsed, fraction)}"
-        )
+        counts = "" if ops is None else f" {ops:>10,} ops {rate or 0.0:>10,.0f} ops/s"
+        line = f"{self.label} [{bar}]{counts}  {time_left(elapsed, fraction)}"
         pad = " " * max(0, self.width - len(line))
         self.width = len(line)
         sys.stderr.write(f"\r{line}{pad}")
@@ -93,7 +92,68 @@ def run_load(
     spec: Spec, progress: bool = False, label: str | None = None, watch: list[int] | None = None
 ) -> dict[str, Any]:
     """Run `spec` once (no pre-fill) and return the merged result (see `merge`). With `watch`
-    (the server's pids) the result's "window" holds their CPU over the measured seconds."""
+    (the server's pids) the result's "window" holds their CPU over the measured seconds.
+    `spec.engine` picks the load processes: "c" the compiled core (`shardq.bench.core`),
+    "python" the forked Python load loops."""
+    if spec.engine == "c":
+        return _run_cores(spec, progress, label, watch)
+    return _run_forked(spec, progress, label, watch)
+
+
+def _limit(spec: Spec) -> float:
+    return spec.duration if spec.jobs is None and spec.duration else JOBS_TIME_LIMIT
+
+
+def _run_cores(
+    spec: Spec, progress: bool, label: str | None, watch: list[int] | None
+) -> dict[str, Any]:
+    """The load in `spec.processes` compiled cores, each with its share of the connections,
+    of --jobs and of the mixed loads' backlog bound (the cores share no counters)."""
+    from shardq.bench.core import CoreError, CoreProcess
+
+    plans = plan(spec)
+    limit = _limit(spec)
+    n = spec.processes
+    quota = None if spec.workload == "reserve" and spec.jobs is None else spec.jobs
+    cores = []
+    try:
+        for k in range(n):
+            mine = [p for p in plans if p.index % n == k]
+            share = _share(quota, n, k)
+            cores.append(CoreProcess(spec, mine, share, limit, max(1, spec.backlog // n)))
+        for c in cores:
+            c.ready()
+        window = CpuWindow(watch) if watch else None
+        if window is not None:
+            window.start()
+        for c in cores:
+            c.go()
+        bar = Progress(progress, label or spec.workload)
+        start = time.monotonic()
+        parts = []
+        for c in cores:
+            # Wait for its output, not its exit: a large result fills the pipe first.
+            while bar.enabled and spec.jobs is None and not c.answered(0.2):
+                elapsed = time.monotonic() - start
+                bar.show(elapsed / limit, None, None, elapsed)
+            parts.append(c.result())
+        stats = window.stop() if window is not None else None
+        bar.end()
+    except CoreError as e:
+        raise RuntimeError(f"load core failed: {e}") from None
+    finally:
+        for c in cores:
+            c.kill()
+    result = merge(spec, parts)
+    if stats is not None:
+        result["window"] = stats
+    return result
+
+
+def _run_forked(
+    spec: Spec, progress: bool, label: str | None, watch: list[int] | None
+) -> dict[str, Any]:
+    """The load in `spec.processes` forked Python load loops (`shardq.bench.loadgen`)."""
     ctx = mp.get_context("fork")
     shared = ctx.RawArray("q", SLOTS * spec.processes)
     ready, out = ctx.Queue(), ctx.Queue()
@@ -107,7 +167,7 @@ def run_load(
         p.start()
     for _ in procs:
         ready.get(timeout=60)
-    limit = spec.duration if spec.jobs is None and spec.duration else JOBS_TIME_LIMIT
+    limit = _limit(spec)
     start = time.monotonic()
     deadline.value = start + limit
     window = CpuWindow(watch) if watch else None
@@ -204,6 +264,7 @@ def prefill(spec: Spec, jobs: int, progress: bool = False) -> dict[str, Any]:
         processes=spec.processes,
         prefix=spec.prefix,
         ttr=spec.ttr,
+        engine=spec.engine,
     )
     return run_load(fill, progress, label="prefill")
 

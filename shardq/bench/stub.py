@@ -37,6 +37,7 @@ import socket
 import sys
 from types import FrameType
 
+from shardq.bench.workloads import body_of  # nullsrv.c's pattern, 'a' + i % 26
 from shardq.log import setup as setup_logging
 
 log = logging.getLogger("shardq.bench.stub")
@@ -61,11 +62,6 @@ class Client:
         self.rbuf = b""
         self.wbuf = b""  # output the socket did not take yet (EPOLLOUT is on while non-empty)
         self.watching = 1
-
-
-def body_of(size: int) -> bytes:
-    """The reserved job's body: the same pattern as nullsrv.c ('a' + i % 26)."""
-    return bytes(97 + i % 26 for i in range(size))
 
 
 def body_length(buf: bytes | bytearray, start: int, nl: int) -> int:

@@ -29,12 +29,15 @@ WORKLOADS = tuple(WORKLOAD_HELP)
 #: `bench compare --matrix` choices (the rows are `shardq.bench.compare.matrix`'s).
 MATRIX_HELP = {
     "standard": "what `make bench` runs: put (1 conn; 50 conns x16 pipelined), reserve+delete"
-    " (50 conns, 150,000 jobs pre-filled), mixed (50 and 200 conns), multitube (16 tubes, 64"
-    " conns), pingpong (1 client), 5 s each, plus memory: RSS holding 1,000,000 ready jobs",
+    " (50 conns, 250,000 jobs pre-filled), mixed (50 and 200 conns), multitube (16 tubes, 64"
+    " conns), pingpong (1 client), 5 s each; put (1 conn) and pingpong again with one core"
+    " busy; memory: RSS holding 1,000,000 ready jobs",
     "quick": "a smoke test of half a minute (33 s on 2 busy cores; 29 runs, each on a fresh"
     " server): put 50x16, mixed 50, pingpong, 0.5 s each, 3 rounds, and memory with 20,000 jobs",
     "memory": "only the memory row: each server's RSS (MiB) and bytes per job holding"
     " 1,000,000 ready 100-byte jobs",
+    "loaded": "only the loaded rows: put (1 conn) and pingpong while another process keeps"
+    " one core busy",
 }
 PRODUCER, CONSUMER, DRAINER, PINGPONG = "producer", "consumer", "drainer", "pingpong"
 
@@ -63,6 +66,7 @@ class Spec:
     prefill: int = 200_000  # reserve with --duration: jobs put before the clock starts
     prefix: str = "bench"  # tube name prefix; compare gives each cell its own
     ttr: int = 60
+    engine: str = "c"  # "c": the compiled load core (bench/core.py); "python": loadgen.py
     extra: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
@@ -111,8 +115,14 @@ def setup_commands(c: ConnPlan) -> list[tuple[bytes, bytes]]:
     return cmds
 
 
+def body_of(size: int) -> bytes:
+    """Every job's body: 'a' + i % 26, what the stub's RESERVED carries and the compiled core
+    checks in every RESERVED."""
+    return bytes(97 + i % 26 for i in range(size))
+
+
 def put_request(spec: Spec) -> bytes:
-    body = b"x" * spec.size
+    body = body_of(spec.size)
     return b"put 0 0 %d %d\r\n%s\r\n" % (spec.ttr, len(body), body)
 
 

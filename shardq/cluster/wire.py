@@ -23,9 +23,12 @@ process on the machine shares. Bump WIRE_VERSION on any change of shape.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import msgpack
+
+from shardq.cluster import msgspan
 
 WIRE_VERSION = 2
 
@@ -75,5 +78,60 @@ def pack(batch: list[Any]) -> bytes:
     return _packer.pack(batch)
 
 
-def unpack(data: bytes) -> list[Any]:
+def unpack(data: bytes | memoryview) -> list[Any]:
     return msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=False)
+
+
+class Unread(NamedTuple):
+    """A request (or a reply) that could not be decoded for want of memory: its op (None
+    for a reply) and rid, so that it is answered (OUT_OF_MEMORY) rather than lost."""
+
+    op: int | None
+    rid: int
+
+
+def unpack_requests(data: bytes) -> list[list[Any] | Unread]:
+    """A batch of requests, as `unpack` gives it. Out of memory (a put's body is the large
+    part), each request is decoded on its own, and one that still cannot be comes as
+    `Unread`: the others are served."""
+    return unpack_each(data, True)
+
+
+def unpack_replies(data: bytes) -> list[list[Any] | Unread]:
+    """A batch of replies, as `unpack_requests` gives requests (`Unread` with op None)."""
+    return unpack_each(data, False)
+
+
+def unpack_each(data: bytes, requests: bool) -> list[list[Any] | Unread]:
+    try:
+        return unpack(data)
+    except MemoryError:
+        pass
+    view = memoryview(data)
+    out: list[list[Any] | Unread] = []
+    for start, end in request_spans(data):
+        try:
+            out.append(unpack(view[start:end]))
+        except MemoryError:
+            _, at = msgspan.header(data, start)
+            op = None
+            if requests:
+                op_at, at = at, msgspan.skip(data, at)
+                op = one(view[op_at:at])
+            out.append(Unread(op, one(view[at : msgspan.skip(data, at)])))
+    return out
+
+
+def one(data: memoryview) -> Any:
+    """The one object packed in `data`."""
+    return msgpack.unpackb(data, raw=False)
+
+
+def request_spans(data: bytes) -> Iterator[tuple[int, int]]:
+    """Where each request of a packed batch starts and ends, read from their headers (no
+    request is built: see msgspan.py)."""
+    count, start = msgspan.header(data, 0)
+    for _ in range(count):
+        end = msgspan.skip(data, start)
+        yield start, end
+        start = end

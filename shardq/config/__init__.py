@@ -74,10 +74,7 @@ YAML layout::
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,76 +117,12 @@ if TYPE_CHECKING:
     from shardq.storage.layout import Layout
 
 
-def _default_serving() -> int:
-    """Two serving processes where there are two cores or more. Measured on 2 cores
-    (docs/BENCHMARKS.md): 1.5x one process when clients' tubes spread over the shards
-    (each connection moves to its tubes' process), the same when every client uses one
-    tube, 0.87x when every consumer watches tubes on every shard. More are not measured
-    here: set `serving` up to the core count for tubes that spread."""
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
-
-
-def _default_shards() -> int:
-    """One per serving process (each hosts one), whatever the cores: a shard more is a
-    process more (≈ 22 MiB idle) reached through a hop (≈ 175 µs a command against 59 µs in
-    the serving process: docs/BENCHMARKS.md), and it adds cross-shard reserves; more shards
-    pay only with more serving processes (`serving`), which sets them. (A -b log's own count
-    wins over this default: `read_config`.)"""
-    return _default_serving()
-
-
-def _default_server_id() -> str:
-    """The host name (what platform.node() gives, without importing platform: ≈ 2 ms of
-    regular expressions at every start)."""
-    return os.uname().nodename or "localhost"
-
-
-@dataclass(frozen=True)
-class Config:
-    listen: str = "127.0.0.1"  # -l ADDR; beanstalkd defaults to 0.0.0.0, we deliberately do not
-    port: int = 11300  # -p PORT; 0 = let the OS pick a free port
-    max_job_size: int = 65535  # -z BYTES; body bytes, clamped to JOB_SIZE_LIMIT_MAX
-    shards: int = field(default_factory=_default_shards)  # --shards N; 1..MAX_SHARDS
-    serving: int = field(default_factory=_default_serving)  # --serving N; accept + host a shard
-    verbose: int = 0  # -V, repeatable; 0 = quiet, higher = more logging
-    run_dir: str | None = None  # --run-dir; ipc sockets live here; None = fresh temp dir
-    server_id: str = field(default_factory=_default_server_id)  # `server` key; names events
-    wal_dir: str | None = None  # -b DIR; None = no write-ahead log
-    fsync_ms: int | None = 50  # -f MS; 0 = fsync every write, None (-F) = never fsync
-    segment_bytes: int = 10_485_760  # -s BYTES; size of one WAL segment file
-    events_dir: str | None = None  # --events DIR; job event log for `shardq analyze`; None = off
-    colocate: bool = True  # --no-colocate; serving process 0 hosts shard 0 (docs/ARCHITECTURE.md)
-    poll_us: int = 100  # --poll-us; µs to poll after a busy turn with few clients; 0 = never
-    stats_yaml: str = "plain"  # --stats-yaml; plain (beanstalkd 1.12) or quoted (1.13)
-    user: str | None = None  # -u USER; become USER after binding, as beanstalkd; None = stay
-    max_connections: int = 0  # --max-connections N; 0 = no limit; more are closed at accept
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES  # --max-output-bytes; unwritten replies
-    max_jobs: int = 0  # --max-jobs N; 0 = no limit; past it put answers OUT_OF_MEMORY
-    max_memory: int = 0  # --max-memory SIZE (bytes); 0 = no limit; bodies + per-job overhead
-    log_level: str | None = None  # --log-level; debug|info|warning|error; None: from -V
-    log_format: str = "text"  # --log-format; text (one line) or json (one object a line)
-    tls_cert: str | None = None  # --tls-cert PEM; with tls_key: TLS on beanstalk, Kestrel, Workq
-    tls_key: str | None = None  # --tls-key PEM
-    tls_client_ca: str | None = None  # --tls-client-ca PEM; clients need a cert it signed
-    tls_handshake_timeout: float = 5.0  # seconds to finish a TLS handshake (no flag)
-    allow: tuple[str, ...] = ()  # --allow CIDR (repeatable); TCP clients from elsewhere closed
-    metrics_listen: str | None = None  # --metrics HOST:PORT; /metrics, /health, /; None = off
-    metrics_tls_cert: str | None = None  # with metrics_tls_key: HTTPS on the metrics port
-    metrics_tls_key: str | None = None  # (no flag: the config file's metrics.tls_*)
-    kestrel_listen: str = "127.0.0.1"  # --kestrel-listen ADDR; the Kestrel front-end's address
-    kestrel_port: int | None = None  # --kestrel-port PORT; None = no Kestrel front-end; 0 = any
-    kestrel_admin: bool = False  # Kestrel's flush_all, reload, shutdown served (no flag)
-    workq_listen: str = "127.0.0.1"  # --workq-listen ADDR; the Workq front-end's address
-    workq_port: int | None = None  # --workq-port PORT; None = no Workq front-end; 0 = any
-    bunqueue_listen: str = "127.0.0.1"  # --bunqueue-listen ADDR; the bunqueue front-end's address
-    bunqueue_port: int | None = None  # --bunqueue-port PORT; None = no bunqueue front-end; 0 = any
-    bunqueue_tokens: tuple[str, ...] = ()  # Auth's tokens; none: no Auth needed (no flag)
-    #: `tubes:` per-tube policies, {"defaults" | tube name | glob: {key: value}} (no flag)
-    tubes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Where the settings came from (the config file's path, or how the defaults were chosen);
-    #: set by the CLI for the start-up log, not a key of the file.
-    source: str = "defaults"
-
+from shardq.config.schema import (  # noqa: F401  (re-exported)
+    CONFIG_FIELDS,
+    FACTORIES,
+    Config,
+    _default_serving,
+)
 
 Validator = Callable[[str, Any, bool], Any]
 
@@ -210,6 +143,7 @@ FIELDS: dict[str, tuple[str, Validator]] = {
     "colocate": ("colocate", _bool),
     "poll_us": ("poll_us", _poll_us),
     "stats_yaml": ("stats_yaml", _stats_yaml),
+    "stats_tube_shard": ("stats_tube_shard", _bool),
     "user": ("user", _user),
     "max_connections": ("limits.max_connections", _count),
     "max_output_bytes": ("limits.max_output_bytes", _output_bytes),
@@ -302,10 +236,10 @@ def load_config(
         values[name] = FIELDS[name][1](wheres[name], raw, True)
     if written is not None:
         values["shards"] = _written_shards(values, wheres, *written)
-    config = replace(Config(), **values)
+    config = Config(**values)
     if "serving" not in values:  # the default, within the shards and colocation given
         serving = min(config.serving, config.shards) if config.colocate else 1
-        config = replace(config, serving=serving)
+        config = config.replace(serving=serving)
     if config.serving > config.shards:
         if "shards" in values:
             of_log = f", the count the log in {written[1]} was written with" if written else ""
@@ -313,7 +247,7 @@ def load_config(
                 "serving",
                 f"must not exceed shards ({config.shards}{of_log}): each hosts one shard",
             )
-        config = replace(config, shards=config.serving)
+        config = config.replace(shards=config.serving)
     if config.serving > 1 and not config.colocate:
         raise ConfigError("colocate", "must be true with several serving processes")
     return config
@@ -370,7 +304,7 @@ def read_config(
             )
     if text is None:
         origin = f"defaults (no --config, no {DEFAULT_CONFIG} in {Path.cwd()})"
-    return dataclasses.replace(config, source=origin)
+    return config.replace(source=origin)
 
 
 def written_layout(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.job import URGENT_KEY, Job, State
+from shardq.engine.job import ID_MASK, LOW_MASK, URGENT_KEY, Job, State
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
@@ -153,16 +153,18 @@ class EngineCore:
         if self.timing is not None:
             self.timing.note(now, event, job)
 
-    def _remove(self, job: Job, tube: Tube, now: int) -> None:
+    def _remove(self, job: Job, tube: Tube, now: int, job_id: int | None = None) -> None:
         """Forget a job that is out of its tube's queues already (delete; discard_old and
-        max_age in policing.py), and log that it is gone."""
-        del self.jobs[job.id]
+        max_age in policing.py), and log that it is gone. `job_id`: its id, if at hand."""
+        if job_id is None:
+            job_id = job.key & ID_MASK
+        del self.jobs[job_id]
         size = len(job.body)
         self.live_bytes -= size + RECORD_OVERHEAD
         tube.body_bytes -= size
         self._note(now, "delete", job)
         if self.wal_out is not None:
-            self.wal_out.append(new(DeleteRecord, (DELETE, job.id)))
+            self.wal_out.append(new(DeleteRecord, (DELETE, job_id)))
 
     # ----------------------------------------------------------------- moving jobs
     def _enqueue(self, job: Job, now: int) -> None:
@@ -185,8 +187,9 @@ class EngineCore:
         elif job.state == State.BURIED:
             del tube.buried[job.id]
 
-    def _unreserve(self, job: Job) -> None:
-        """Forget who holds a reserved or offered job (the job stays where it is)."""
+    def _unreserve(self, job: Job, job_id: int | None = None) -> None:
+        """Forget who holds a reserved or offered job (the job stays where it is).
+        `job_id`: its id, if at hand."""
         tube = self.tubes[job.tube]
         if job.state == State.RESERVED:
             tube.reserved -= 1
@@ -194,16 +197,18 @@ class EngineCore:
             tube.offered -= 1
             if job.key < URGENT_KEY:
                 tube.urgent -= 1
-        held = self.owned.get(job.owner)
+        hold = job.hold
+        owner = hold >> 128  # job.owner, without the property's call
+        held = self.owned.get(owner)
         if held is not None:
-            held.discard(job.id)
+            held.discard(job.key & ID_MASK if job_id is None else job_id)
             if not held:
-                del self.owned[job.owner]
-        job.owner = 0
+                del self.owned[owner]
+        job.hold = hold & LOW_MASK  # no owner
 
     def _owned_by(self, job_id: int, conn: int) -> Job | None:
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.RESERVED or job.owner != conn:
+        if job is None or job.state != State.RESERVED or job.hold >> 128 != conn:  # owner
             return None
         return job
 

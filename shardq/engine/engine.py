@@ -98,13 +98,13 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             return replies.NOT_FOUND
         held = job.state == State.RESERVED
         if held:
-            if job.owner != conn:
+            if job.hold >> 128 != conn:  # job.owner
                 return replies.NOT_FOUND
-            self._unreserve(job)
+            self._unreserve(job, job_id)
         else:
             self._unlink(job)
         tube = self.tubes[job.tube]
-        self._remove(job, tube, now)
+        self._remove(job, tube, now, job_id)
         tube.cmd_delete += 1
         if held and tube.throttle is not None:
             self._freed(tube, now)  # max_reserved
@@ -119,7 +119,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         job.pri = pri
         if self.policed and self._bury_instead(job, now):  # max_reserves: answered as a bury is
             return replies.BURIED
-        job.counts += RELEASE
+        job.dur += RELEASE
         job.delay = delay
         self._note(now, "release", job)  # the event carries the release's own delay
         if delay > 0:
@@ -144,7 +144,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             return replies.NOT_FOUND
         self._unreserve(job)
         job.pri = pri
-        job.counts += BURY
+        job.dur += BURY
         self._note(now, "bury", job)
         job.move("bury")
         tube = self.tubes[job.tube]
@@ -166,7 +166,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
 
     def _kick_one(self, job: Job, now: int) -> None:
         self._unlink(job)
-        job.counts += KICK
+        job.dur += KICK
         self._note(now, "kick", job)
         job.move("kick")
         self._persist(job)

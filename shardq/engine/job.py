@@ -60,31 +60,39 @@ ID_MASK = (1 << 64) - 1
 LOW_MASK = (1 << 128) - 1  #: the (seq, id) part of a key
 URGENT_KEY = URGENT_PRI << 128  #: keys below this are urgent jobs'
 
-#: The five counters share one int, 64 bits each (a counter never gets near 2**64):
-#: the usual job, reserved a few times and nothing else, keeps a small cached int.
-RESERVE, TIMEOUT, RELEASE, BURY, KICK = 1, 1 << 64, 1 << 128, 1 << 192, 1 << 256
+#: A job's `dur` packs its ttr and delay (whole seconds) and its five counters, 64 bits
+#: each (none gets near 2**64): ttr | delay << 64 | reserves << 128 | timeouts << 192 | …
+#: A job never reserved (the most of them, in a full queue) keeps a small cached int.
+RESERVE, TIMEOUT, RELEASE, BURY, KICK = 1 << 128, 1 << 192, 1 << 256, 1 << 320, 1 << 384
+DELAY_MASK = ID_MASK << 64  #: the delay's bits in `dur`
+
+#: A job's `hold` packs the times and the holder that are not in `key` or `dur`:
+#: owner << 128 | deadline << 64 | created, the two times as 64-bit two's complement (a job
+#: restored from the log may be older than this boot's monotonic clock). While nothing
+#: holds it and it has no deadline (a job just put), `hold` is `created` itself: the `now`
+#: a turn's puts share. The deadline is the TTR deadline while reserved, the due time while
+#: delayed (and stays after, as it was); the owner the connection while reserved or offered.
+#: The owner is on top so that the hot paths read and clear it with one operation each
+#: (and no negative mask, which is slow on a big int).
+SIGN_BIT = 1 << 63  #: of a time in `hold`
+
+
+def _signed(bits: int) -> int:
+    """A time from its 64 bits in `hold`."""
+    return bits - (1 << 64) if bits & SIGN_BIT else bits
 
 
 class Job:
     """A job record. `seq` is the put-order stamp used for "oldest first" across shards.
 
-    To keep a job small, priority and seq live only in `key` (see above), delay and ttr
-    are whole seconds (all the protocol has) packed in `dur`, and the counters are packed
-    in `counts`. Ten slots make 112 bytes with the GC header, one more makes 128.
+    To keep a job small, its id, priority and seq live only in `key` (see above), and
+    delay, ttr (whole seconds, all the protocol has) and the counters are packed in `dur`.
+    Its creation time, deadline and holder are packed in `hold` (above). Six slots make 80
+    bytes with the GC header (ten made 112). Hot paths read and write the packed fields
+    themselves; the properties are for the rest.
     """
 
-    __slots__ = (
-        "id",
-        "key",
-        "tube",
-        "dur",
-        "body",
-        "state",
-        "created",
-        "deadline",
-        "owner",
-        "counts",
-    )
+    __slots__ = ("key", "tube", "dur", "body", "state", "hold")
 
     def __init__(
         self,
@@ -97,16 +105,12 @@ class Job:
         body: bytes,
         now: int,
     ) -> None:
-        self.id = job_id
         self.key = pri << 128 | seq << 64 | job_id
         self.tube = tube
         self.dur = ttr | delay << 64  # whole seconds, both
         self.body = body
         self.state = State.READY
-        self.created = now
-        self.deadline = 0  # TTR deadline while reserved, due time while delayed
-        self.owner = 0  # connection id while reserved or offered
-        self.counts = 0  # reserves + timeouts * TIMEOUT + releases * RELEASE + ...
+        self.hold = now if now >= 0 else now & ID_MASK  # created; no deadline, no owner
 
     def move(self, op: str) -> None:
         """Apply a transition; a missing entry is a bug in the engine, not a client error."""
@@ -114,6 +118,11 @@ class Job:
 
     def can(self, op: str) -> bool:
         return (self.state, op) in TRANSITIONS
+
+    @property
+    def id(self) -> int:
+        """Its id: the low 64 bits of its key (hot paths take `key & ID_MASK` themselves)."""
+        return self.key & ID_MASK
 
     @property
     def pri(self) -> int:
@@ -134,11 +143,40 @@ class Job:
 
     @property
     def delay(self) -> int:
-        return self.dur >> 64
+        return self.dur >> 64 & ID_MASK
 
     @delay.setter
     def delay(self, delay: int) -> None:
-        self.dur = self.dur & ID_MASK | delay << 64
+        self.dur = self.dur & ~DELAY_MASK | delay << 64
+
+    @property
+    def created(self) -> int:
+        return _signed(self.hold & ID_MASK)
+
+    @created.setter
+    def created(self, created: int) -> None:
+        self.hold = self.hold >> 64 << 64 | created & ID_MASK
+
+    @property
+    def deadline(self) -> int:
+        return _signed(self.hold >> 64 & ID_MASK)
+
+    @deadline.setter
+    def deadline(self, deadline: int) -> None:
+        hold = self.hold
+        self.hold = hold >> 128 << 128 | (deadline & ID_MASK) << 64 | hold & ID_MASK
+
+    @property
+    def owner(self) -> int:
+        return self.hold >> 128
+
+    @owner.setter
+    def owner(self, owner: int) -> None:
+        self.hold = owner << 128 | self.hold & LOW_MASK
+
+    def held_by(self, owner: int, deadline: int) -> None:
+        """Reserved by connection `owner` until `deadline`."""
+        self.hold = (owner << 64 | deadline & ID_MASK) << 64 | self.hold & ID_MASK
 
     @property
     def delayed_key(self) -> int:
@@ -146,27 +184,26 @@ class Job:
 
     @property
     def reserves(self) -> int:
-        return self.counts & ID_MASK
+        return self.dur >> 128 & ID_MASK
 
     @property
     def timeouts(self) -> int:
-        return self.counts >> 64 & ID_MASK
+        return self.dur >> 192 & ID_MASK
 
     @property
     def releases(self) -> int:
-        return self.counts >> 128 & ID_MASK
+        return self.dur >> 256 & ID_MASK
 
     @property
     def buries(self) -> int:
-        return self.counts >> 192 & ID_MASK
+        return self.dur >> 320 & ID_MASK
 
     @property
     def kicks(self) -> int:
-        return self.counts >> 256
+        return self.dur >> 384
 
     def set_counters(
         self, reserves: int, timeouts: int, releases: int, buries: int, kicks: int
     ) -> None:
-        self.counts = (
-            reserves + timeouts * TIMEOUT + releases * RELEASE + buries * BURY + kicks * KICK
-        )
+        counts = reserves * RESERVE + timeouts * TIMEOUT + releases * RELEASE
+        self.dur = self.dur & LOW_MASK | counts + buries * BURY + kicks * KICK

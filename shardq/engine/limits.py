@@ -16,8 +16,6 @@ ask and what to do with the answer, is throttling.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from shardq.engine.job import NS
 from shardq.engine.policy import Policy
 
@@ -36,15 +34,25 @@ def limits_of(policy: Policy | None) -> Limits | None:
     return policy.max_reserved, interval, round((max(1.0, rate) - 1.0) * interval)
 
 
-@dataclass(slots=True, eq=False)
 class Throttle:
     """The limits of one tube and the state of its token bucket."""
+
+    __slots__ = ("max_reserved", "interval", "tolerance", "full_at", "timer_at")
 
     max_reserved: int  #: 0: none
     interval: int  #: ns a token takes to come back; 0: no rate
     tolerance: int  #: ns: how far ahead of now `full_at` may be while a token is left
-    full_at: int = 0  #: when the bucket would be full again (monotonic ns)
-    timer_at: int = 0  #: when its "next token" timer is due (0: none armed)
+    full_at: int  #: when the bucket would be full again (monotonic ns)
+    timer_at: int  #: when its "next token" timer is due (0: none armed)
+
+    def __init__(
+        self, max_reserved: int, interval: int, tolerance: int, full_at: int = 0, timer_at: int = 0
+    ) -> None:
+        self.max_reserved = max_reserved
+        self.interval = interval
+        self.tolerance = tolerance
+        self.full_at = full_at
+        self.timer_at = timer_at
 
     def shut(self, held: int, now: int) -> bool:
         """Is the tube at a limit, with `held` of its jobs reserved or offered?"""

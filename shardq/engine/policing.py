@@ -78,7 +78,7 @@ class Policing(Persistence):
         timed = timed_out and 0 < policy.max_timeouts <= job.timeouts
         if not (spent or timed):
             return False
-        job.counts += BURY
+        job.dur += BURY
         self._note(now, "bury", job)
         job.move("bury")
         tube.buried[job.id] = None

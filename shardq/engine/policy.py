@@ -20,32 +20,74 @@ behaves, and its `stats-tube` reads, exactly as beanstalkd's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from fnmatch import fnmatchcase
 from typing import Any
 
 from shardq.engine.names import FAMILY_MARK, family_of
+from shardq.protocol.record import Record
 
 DEFAULTS = "defaults"  #: the key of the section every tube's policy starts from
 GLOB_CHARS = frozenset("*?[")  #: a key with one of these is a glob, else an exact name
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
-    """A tube's limits; 0 (or False, None) is "no limit"."""
+#: The keys of a policy, as the config file names them (and `Policy`'s fields).
+KEYS = (
+    "max_jobs",
+    "max_bytes",
+    "discard_old",
+    "max_reserves",
+    "max_timeouts",
+    "max_age",
+    "max_reserved",
+    "reserve_rate",
+    "fanout",
+    "expired_to",
+)
 
-    max_jobs: int = 0  #: jobs of the tube in any state; a put past it: OUT_OF_MEMORY
-    max_bytes: int = 0  #: the sum of the tube's job body sizes
-    discard_old: bool = False  #: a put past a limit drops the oldest ready jobs instead
-    max_reserves: int = 0  #: a job reserved this often is buried instead of made ready
-    max_timeouts: int = 0  #: a job that timed out this often is buried instead of made ready
-    max_age: int = 0  #: seconds: a job older than this is deleted (not while it is held)
-    max_reserved: int = 0  #: jobs of the tube reserved (or offered) at once; at it, none more
-    reserve_rate: float = 0  #: jobs handed out per second (a token bucket, limits.py)
-    fanout: bool = False  #: a put is also copied to every tube of the family (fanout.py)
+
+class Policy(Record):
+    """A tube's limits; 0 (or False, None) is "no limit". Treat it as immutable."""
+
+    __slots__ = KEYS
+    __match_args__ = KEYS
+
+    max_jobs: int  #: jobs of the tube in any state; a put past it: OUT_OF_MEMORY
+    max_bytes: int  #: the sum of the tube's job body sizes
+    discard_old: bool  #: a put past a limit drops the oldest ready jobs instead
+    max_reserves: int  #: a job reserved this often is buried instead of made ready
+    max_timeouts: int  #: a job that timed out this often is buried instead of made ready
+    max_age: int  #: seconds: a job older than this is deleted (not while it is held)
+    max_reserved: int  #: jobs of the tube reserved (or offered) at once; at it, none more
+    reserve_rate: float  #: jobs handed out per second (a token bucket, limits.py)
+    fanout: bool  #: a put is also copied to every tube of the family (fanout.py)
     #: a job past max_age moves to this tube of its family instead of being deleted:
     #: ``+NAME`` (the family's ``FAMILY+NAME``) or a whole tube name of the family
-    expired_to: str = ""
+    expired_to: str
+
+    def __init__(
+        self,
+        *,
+        max_jobs: int = 0,
+        max_bytes: int = 0,
+        discard_old: bool = False,
+        max_reserves: int = 0,
+        max_timeouts: int = 0,
+        max_age: int = 0,
+        max_reserved: int = 0,
+        reserve_rate: float = 0,
+        fanout: bool = False,
+        expired_to: str = "",
+    ) -> None:
+        self.max_jobs = max_jobs
+        self.max_bytes = max_bytes
+        self.discard_old = discard_old
+        self.max_reserves = max_reserves
+        self.max_timeouts = max_timeouts
+        self.max_age = max_age
+        self.max_reserved = max_reserved
+        self.reserve_rate = reserve_rate
+        self.fanout = fanout
+        self.expired_to = expired_to
 
     def expiry_target(self, tube: str) -> str:
         """Where a job of `tube` goes when it expires ('': it is deleted)."""
@@ -56,11 +98,9 @@ class Policy:
 
     def active(self) -> bool:
         """Does this policy set anything? (One that sets nothing is no policy.)"""
-        return any(getattr(self, f.name) for f in fields(self))
+        return any(self.values())
 
 
-#: The keys of a policy, as the config file names them.
-KEYS = tuple(f.name for f in fields(Policy))
 Plain = Mapping[str, Mapping[str, Any]]
 
 

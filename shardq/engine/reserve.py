@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, WAITING, EngineCore
-from shardq.engine.job import ID_MASK, NS, URGENT_KEY, Job, State
+from shardq.engine.job import ID_MASK, NS, RESERVE, URGENT_KEY, Job, State
 from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
@@ -57,7 +57,11 @@ class Offer(NamedTuple):
 
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
-    return [RESERVED, replies.job_reply(b"RESERVED", job.id, job.body), job.id, job.deadline]
+    return _reserved(job.key & ID_MASK, job.body, job.deadline)
+
+
+def _reserved(job_id: int, body: bytes, deadline: int) -> list[Any]:
+    return [RESERVED, replies.job_reply(b"RESERVED", job_id, body), job_id, deadline]
 
 
 def _head(tube: Tube) -> int:
@@ -68,19 +72,23 @@ def _head(tube: Tube) -> int:
 class Reserving(EngineCore):
     """Reserves, waiters and offers of an engine."""
 
-    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> None:
+    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
+        """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
+        otherwise unpack again)."""
         self._unlink(job)
         job.move(op)
-        job.owner = conn
-        job.counts += 1  # reserves
+        job.dur += RESERVE
         self._note(now, "reserve", job)
-        job.deadline = now + (job.dur & ID_MASK) * NS  # ttr
+        deadline = now + (job.dur & ID_MASK) * NS  # ttr
+        job.hold = (conn << 64 | deadline) << 64 | job.hold & ID_MASK  # job.held_by, inlined
         tube = self.tubes[job.tube]
         tube.reserved += 1
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
             self._spend(tube, now)  # reserve_rate
-        self.owned.setdefault(conn, set()).add(job.id)
-        self._at(job.deadline + 1, T_TTR, job.id)
+        job_id = job.key & ID_MASK
+        self.owned.setdefault(conn, set()).add(job_id)
+        self._at(deadline + 1, T_TTR, job_id)
+        return job_id, deadline
 
     def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
         best = None
@@ -113,8 +121,8 @@ class Reserving(EngineCore):
 
     def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
         if not offer:
-            self._reserve(job, conn, now)
-            return reserved_payload(job)
+            job_id, deadline = self._reserve(job, conn, now)
+            return _reserved(job_id, job.body, deadline)
         self._unlink(job)
         job.move("offer")
         job.owner = conn
@@ -125,11 +133,12 @@ class Reserving(EngineCore):
         key = job.key
         if key < URGENT_KEY:
             tube.urgent += 1  # an offered job is still ready as far as stats go
-        self.owned.setdefault(conn, set()).add(job.id)
+        job_id = key & ID_MASK
+        self.owned.setdefault(conn, set()).add(job_id)
         return [
             OFFER,
-            replies.job_reply(b"RESERVED", job.id, job.body),
-            job.id,
+            replies.job_reply(b"RESERVED", job_id, job.body),
+            job_id,
             job.ttr * NS,
             key >> 128,  # pri
             key >> 64 & ID_MASK,  # seq
@@ -207,8 +216,8 @@ class Reserving(EngineCore):
         job = self.jobs.get(job_id)
         if job is None or not job.can("reserve"):
             return [FINAL, replies.NOT_FOUND]
-        self._reserve(job, conn, now)  # not refused at a limit (nor when paused), but counted
-        return reserved_payload(job)
+        _, deadline = self._reserve(job, conn, now)  # not refused at a limit, nor when paused
+        return _reserved(job_id, job.body, deadline)
 
     def disconnect(self, conn: int, now: int, hold: bool = False) -> list[str]:
         """A connection closed: its waiters go away and its jobs are ready again at once.
@@ -255,8 +264,7 @@ class Reserving(EngineCore):
             return
         self._unlink(job)
         job.state = State.RESERVED
-        job.owner = conn
-        job.deadline = deadline
+        job.held_by(conn, deadline)
         self.tubes[job.tube].reserved += 1
         self.owned.setdefault(conn, set()).add(job.id)
         self._at(deadline + 1, T_TTR, job.id)

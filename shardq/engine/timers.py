@@ -115,7 +115,7 @@ class Timers(EngineCore):
         job = self._timed_job(T_TTR, job_id, when)
         if job is not None:
             self._unreserve(job)
-            job.counts += TIMEOUT
+            job.dur += TIMEOUT
             self.job_timeouts += 1
             self._note(now, "timeout", job)
             if self.policed and self._bury_instead(job, now, timed_out=True):

@@ -103,8 +103,8 @@ class Timing:
         if event == "reserve":
             if self.touched:  # touched in an earlier reservation its holder left
                 self.touched.pop(job.id, None)
-            if job.counts & ID_MASK == 1:  # its first reserve (the count is already 1)
-                waited = now - job.created - (job.dur >> 64) * NS  # dur >> 64: the delay
+            if job.dur >> 128 & ID_MASK == 1:  # its first reserve (the count is 1 already)
+                waited = now - job.created - (job.dur >> 64 & ID_MASK) * NS  # the delay
                 if waited < 0:
                     waited = 0
                 hist = self.wait.get(job.tube) or self._of(self.wait, job.tube)

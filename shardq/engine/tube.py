@@ -8,8 +8,6 @@ first, as kick takes them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sortedcontainers import SortedList
 
 from shardq.engine.job import LOW_MASK, URGENT_KEY, Job
@@ -17,9 +15,10 @@ from shardq.engine.limits import Throttle, limits_of
 from shardq.engine.policy import Policy
 
 
-@dataclass(slots=True, eq=False)
 class Waiter:
     """A reserve that could not be answered yet; served first come, first served."""
+
+    __slots__ = ("conn", "rid", "tubes", "offer", "expire_at", "expire_reply")
 
     conn: int
     rid: int
@@ -28,38 +27,138 @@ class Waiter:
     expire_at: int | None  # when the reserve ends without a job
     expire_reply: bytes  # TIMED_OUT or DEADLINE_SOON
 
+    def __init__(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        offer: bool,
+        expire_at: int | None,
+        expire_reply: bytes,
+    ) -> None:
+        self.conn = conn
+        self.rid = rid
+        self.tubes = tubes
+        self.offer = offer
+        self.expire_at = expire_at
+        self.expire_reply = expire_reply
 
-@dataclass(slots=True, eq=False)
+
 class Tube:
+    __slots__ = (
+        "name",
+        "order",
+        "ready",
+        "delayed",
+        "buried",
+        "waiters",
+        "urgent",
+        "reserved",
+        "offered",
+        "total_jobs",
+        "using",
+        "watching",
+        "cmd_delete",
+        "cmd_pause",
+        "pause",
+        "unpause_at",
+        "body_bytes",
+        "policy",
+        "by_age",
+        "discarded",
+        "policy_buried",
+        "expired",
+        "fanned",
+        "moved",
+        "throttle",
+        "held",
+    )
+
     name: str
     order: tuple[int, int]  # list-tubes position: (creation time, n), swap-remove emulated
-    ready: SortedList = field(default_factory=SortedList)
-    delayed: SortedList = field(default_factory=SortedList)
-    buried: dict[int, None] = field(default_factory=dict)
-    waiters: dict[int, Waiter] = field(default_factory=dict)  # rid -> waiter, arrival order
-    urgent: int = 0
-    reserved: int = 0
-    offered: int = 0
-    total_jobs: int = 0
-    using: int = 0
-    watching: int = 0
-    cmd_delete: int = 0
-    cmd_pause: int = 0
-    pause: int = 0  # configured pause, ns (0 = not paused)
-    unpause_at: int = 0
-    body_bytes: int = 0  # the sum of its jobs' body sizes (current-bytes)
-    policy: Policy | None = None  # its per-tube policy (engine/policy.py); None: none
+    ready: SortedList
+    delayed: SortedList
+    buried: dict[int, None]
+    waiters: dict[int, Waiter]  # rid -> waiter, arrival order
+    urgent: int
+    reserved: int
+    offered: int
+    total_jobs: int
+    using: int
+    watching: int
+    cmd_delete: int
+    cmd_pause: int
+    pause: int  # configured pause, ns (0 = not paused)
+    unpause_at: int
+    body_bytes: int  # the sum of its jobs' body sizes (current-bytes)
+    policy: Policy | None  # its per-tube policy (engine/policy.py); None: none
     #: the (put order, id) bits of its ready jobs' keys, oldest first: only with discard_old
-    by_age: SortedList | None = None
-    discarded: int = 0  # jobs dropped by discard_old (total-discarded)
-    policy_buried: int = 0  # jobs buried by max_reserves or max_timeouts (total-policy-buried)
-    expired: int = 0  # jobs deleted by max_age (total-expired)
-    fanned: int = 0  # copies its puts made in the tubes of its family (total-fanout-copies)
-    moved: int = 0  # expired jobs moved to its expired_to tube (total-expired-moved)
+    by_age: SortedList | None
+    discarded: int  # jobs dropped by discard_old (total-discarded)
+    policy_buried: int  # jobs buried by max_reserves or max_timeouts (total-policy-buried)
+    expired: int  # jobs deleted by max_age (total-expired)
+    fanned: int  # copies its puts made in the tubes of its family (total-fanout-copies)
+    moved: int  # expired jobs moved to its expired_to tube (total-expired-moved)
     #: max_reserved and reserve_rate (engine/limits.py), or None when its policy sets neither
-    throttle: Throttle | None = None
+    throttle: Throttle | None
     #: closes it is held for (engine `disconnect` with hold): closed to reserves meanwhile
-    held: int = 0
+    held: int
+
+    def __init__(
+        self,
+        name: str,
+        order: tuple[int, int],
+        ready: SortedList | None = None,
+        delayed: SortedList | None = None,
+        buried: dict[int, None] | None = None,
+        waiters: dict[int, Waiter] | None = None,
+        urgent: int = 0,
+        reserved: int = 0,
+        offered: int = 0,
+        total_jobs: int = 0,
+        using: int = 0,
+        watching: int = 0,
+        cmd_delete: int = 0,
+        cmd_pause: int = 0,
+        pause: int = 0,
+        unpause_at: int = 0,
+        body_bytes: int = 0,
+        policy: Policy | None = None,
+        by_age: SortedList | None = None,
+        discarded: int = 0,
+        policy_buried: int = 0,
+        expired: int = 0,
+        fanned: int = 0,
+        moved: int = 0,
+        throttle: Throttle | None = None,
+        held: int = 0,
+    ) -> None:
+        self.name = name
+        self.order = order
+        self.ready = SortedList() if ready is None else ready
+        self.delayed = SortedList() if delayed is None else delayed
+        self.buried = dict() if buried is None else buried
+        self.waiters = dict() if waiters is None else waiters
+        self.urgent = urgent
+        self.reserved = reserved
+        self.offered = offered
+        self.total_jobs = total_jobs
+        self.using = using
+        self.watching = watching
+        self.cmd_delete = cmd_delete
+        self.cmd_pause = cmd_pause
+        self.pause = pause
+        self.unpause_at = unpause_at
+        self.body_bytes = body_bytes
+        self.policy = policy
+        self.by_age = by_age
+        self.discarded = discarded
+        self.policy_buried = policy_buried
+        self.expired = expired
+        self.fanned = fanned
+        self.moved = moved
+        self.throttle = throttle
+        self.held = held
 
     def jobs(self) -> int:
         return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered

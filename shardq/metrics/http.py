@@ -76,3 +76,12 @@ def response(status: int, content_type: str, body: bytes, head_only: bool = Fals
 def error(status: int) -> bytes:
     """The answer to a request that cannot be served."""
     return response(status, TEXT, f"{HTTPStatus(status).phrase}\n".encode())
+
+
+#: the body of the answer to a request memory was short for (503: it may work later)
+OUT_OF_MEMORY_BODY = b"out of memory\n"
+
+
+def out_of_memory() -> bytes:
+    """The answer to a request the metrics process had not the memory for."""
+    return response(HTTPStatus.SERVICE_UNAVAILABLE, TEXT, OUT_OF_MEMORY_BODY)

@@ -16,7 +16,6 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -25,11 +24,12 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
-from shardq.processes.common import lifeline, live, quota, wakeup
+from shardq.processes.common import lifeline, live, outofmemory, quota, wakeup
 from shardq.processes.common.settings import CoordinatorSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context, dealer, stranger
 from shardq.processes.shard import ops
+from shardq.protocol import proto
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import (
     BINLOG_DAMAGED_KEY,
@@ -44,17 +44,36 @@ logger = logging.getLogger(__name__)
 RESEND_AFTER_S = 1.0  #: a fan-out still unanswered after this long is asked again
 
 
-@dataclass(slots=True)
 class Gather:
     """A fan-out in progress: who asked, and the parts received so far."""
+
+    __slots__ = ("peer", "rid", "op", "extra", "sent_at", "every_key", "parts")
 
     peer: bytes
     rid: int
     op: int
     extra: Any
     sent_at: float
-    every_key: bool = False  # stats: the limit-* keys even when no limit is set (metrics)
-    parts: dict[int, list[Any]] = field(default_factory=dict)  # shard -> its answer
+    every_key: bool  # stats: the limit-* keys even when no limit is set (metrics)
+    parts: dict[int, list[Any]]  # shard -> its answer
+
+    def __init__(
+        self,
+        peer: bytes,
+        rid: int,
+        op: int,
+        extra: Any,
+        sent_at: float,
+        every_key: bool = False,
+        parts: dict[int, list[Any]] | None = None,
+    ) -> None:
+        self.peer = peer
+        self.rid = rid
+        self.op = op
+        self.extra = extra
+        self.sent_at = sent_at
+        self.every_key = every_key
+        self.parts = dict() if parts is None else parts
 
 
 class BlockTable:
@@ -117,8 +136,16 @@ class Coordinator:
         self.server_id = os.urandom(8).hex()  # as secrets.token_hex(8)
         self.binlog_max = binlog_max
         self.limited = limited  # a connection limit is set (live.limits_set): show limit-*
+        self.poller = zmq.Poller()
+        self.signalled = -1  # the signal pipe (serve_forever)
 
-    def on_front(self, peer: bytes, req: list[Any]) -> None:
+    def on_front(self, peer: bytes, req: list[Any] | wire.Unread) -> None:
+        if isinstance(req, wire.Unread):  # memory was short to read it
+            if req.op in (wire.STATS, wire.LIST_TUBES):
+                self.answer(peer, req.rid, proto.OUT_OF_MEMORY)
+            else:
+                outofmemory.note(f"the coordinator: request {req.op} dropped")
+            return
         op, rid, _conn, args = req[0], req[1], req[2], req[3:]
         if op == wire.LEASE:
             self.front.send_multipart([peer, wire.pack([[rid, self.ids.lease(args[0])]])])
@@ -149,7 +176,12 @@ class Coordinator:
                     if index not in gather.parts:
                         self.ask_shard(index, grid)
 
-    def on_shard(self, index: int, reply: list[Any]) -> None:
+    def on_shard(self, index: int, reply: list[Any] | wire.Unread) -> None:
+        if isinstance(reply, wire.Unread):  # a shard's part memory was short to read
+            gather = self.gathers.pop(reply.rid, None)
+            if gather is not None:
+                self.answer(gather.peer, gather.rid, proto.OUT_OF_MEMORY)
+            return
         gather = self.gathers.get(reply[0])
         if gather is None:
             return
@@ -158,12 +190,27 @@ class Coordinator:
             return
         del self.gathers[reply[0]]
         parts = list(gather.parts.values())
-        if gather.op == wire.STATS:
-            body = self.stats(gather.extra, parts, gather.every_key)
-        else:
-            tubes = sorted(t for part in parts for t in part[0])
-            body = yaml_list(name for _, name in tubes)
-        self.front.send_multipart([gather.peer, wire.pack([[gather.rid, body]])])
+        try:
+            if gather.op == wire.STATS:
+                body = self.stats(gather.extra, parts, gather.every_key)
+            else:
+                tubes = sorted(t for part in parts for t in part[0])
+                body = yaml_list(name for _, name in tubes)
+        except MemoryError:
+            body = proto.OUT_OF_MEMORY
+        self.answer(gather.peer, gather.rid, body)
+
+    def answer(self, peer: bytes, rid: int, body: bytes) -> None:
+        """`body` for request `rid` of `peer`; OUT_OF_MEMORY (what beanstalkd answers when
+        it cannot allocate a reply) when memory was short to build or to pack it."""
+        try:
+            if body == proto.OUT_OF_MEMORY:
+                raise MemoryError
+            data = wire.pack([[rid, body]])
+        except MemoryError:
+            outofmemory.note("the coordinator: a reply, answered OUT_OF_MEMORY")
+            data = wire.pack([[rid, proto.OUT_OF_MEMORY]])
+        self.front.send_multipart([peer, data])
 
     def take_live(self, settings: live.Live) -> None:
         """SIGHUP: the connection limits may be set or unset now."""
@@ -223,37 +270,44 @@ class Coordinator:
         return yaml_map((key, values[key]) for key in keys)
 
     def serve_forever(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self.front, zmq.POLLIN)
+        self.poller.register(self.front, zmq.POLLIN)
         for s in self.shards:
-            poller.register(s, zmq.POLLIN)
-        index_of = {s: i for i, s in enumerate(self.shards)}
-        signalled = wakeup.install()
-        poller.register(signalled, zmq.POLLIN)
+            self.poller.register(s, zmq.POLLIN)
+        self.signalled = wakeup.install()
+        self.poller.register(self.signalled, zmq.POLLIN)
         while True:
             lifeline.check()
-            self.resend_stale()
-            for sock, _ in poller.poll(int(RESEND_AFTER_S * 1000)):
-                if sock == signalled:
-                    wakeup.drain(signalled)
-                    continue
-                while True:
-                    try:
-                        frames = sock.recv_multipart(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    if sock is self.front and stranger(frames[0]):
-                        continue
-                    try:
-                        batch = wire.unpack(frames[-1])
-                    except ValueError:
-                        logger.warning("coordinator: dropped a malformed message")
-                        continue
-                    for item in batch:
-                        if sock is self.front:
-                            self.on_front(frames[0], item)
-                        else:
-                            self.on_shard(index_of[sock], item)
+            outofmemory.guard(self.turn)  # out of memory, the next turn goes on
+
+    def turn(self) -> None:
+        self.resend_stale()
+        for sock, _ in self.poller.poll(int(RESEND_AFTER_S * 1000)):
+            if sock == self.signalled:
+                wakeup.drain(self.signalled)
+            else:
+                self.take(sock)
+
+    def take(self, sock: zmq.Socket) -> None:
+        """Handle every message `sock` holds: requests from the front, a shard's replies."""
+        front = sock is self.front
+        while True:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if front and stranger(frames[0]):
+                continue
+            try:
+                unpack = wire.unpack_requests if front else wire.unpack_replies
+                batch = unpack(frames[-1])
+            except ValueError:
+                logger.warning("coordinator: dropped a malformed message")
+                continue
+            for item in batch:
+                if front:
+                    self.on_front(frames[0], item)
+                else:
+                    self.on_shard(self.shards.index(sock), item)
 
 
 def limits_acted(values: dict[str, Any]) -> bool:

@@ -1,9 +1,9 @@
 """Parsed beanstalk commands, shared by the parser, the engine and the wire codec.
 
-Every class is a slotted, hashable dataclass, cheap to make and to pass between layers;
-treat commands as immutable. They are not ``frozen``: a frozen dataclass's ``__init__``
-sets each field through ``object.__setattr__`` and costs about four times as much
-(1.1 µs vs 0.28 µs for `Put`, measured), on the path of every command.
+Every class is slotted and hashable (`shardq.protocol.record.Record`), cheap to make and
+to pass between layers; treat commands as immutable. They are not frozen: a frozen
+dataclass's ``__init__`` sets each field through ``object.__setattr__`` and costs about
+four times as much (1.1 µs vs 0.28 µs for `Put`, measured), on the path of every command.
 
 A command object means its arguments were valid: beanstalkd only counts ``cmd-*``
 stats for commands whose arguments parsed, so an argument error is an
@@ -22,12 +22,25 @@ here alone, on the protocol side.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
+from shardq.protocol.command_args import ErrorReply, IdArg, NoArgs
+from shardq.protocol.record import Record
+from shardq.protocol.tube_commands import (
+    Ignore,
+    ListTubes,
+    ListTubesWatched,
+    ListTubeUsed,
+    PauseTube,
+    Quit,
+    Stats,
+    StatsTube,
+    Use,
+    Watch,
+)
 
-@dataclass(slots=True, unsafe_hash=True)
-class Put:
+
+class Put(Record):
     """``put <pri> <delay> <ttr> <bytes>`` plus its body (without the trailing CRLF).
 
     ``error`` is None for a good put, ``b"JOB_TOO_BIG\\r\\n"`` (body is b"", the
@@ -44,20 +57,30 @@ class Put:
     delay: int
     ttr: int
     body: bytes
-    error: bytes | None = None
+    error: bytes | None
+    __slots__ = ("pri", "delay", "ttr", "body", "error")
+    __match_args__ = ("pri", "delay", "ttr", "body", "error")
+
+    def __init__(
+        self, pri: int, delay: int, ttr: int, body: bytes, error: bytes | None = None
+    ) -> None:
+        self.pri = pri
+        self.delay = delay
+        self.ttr = ttr
+        self.body = body
+        self.error = error
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class Reserve:
+class Reserve(NoArgs):
     """``reserve``: block until a job is ready in a watched tube."""
 
     NAME: ClassVar[bytes] = b"reserve"
     ARGS: ClassVar[str] = "none"
     STAT: ClassVar[str | None] = "cmd-reserve"
+    __slots__ = ()
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class ReserveWithTimeout:
+class ReserveWithTimeout(Record):
     """``reserve-with-timeout <seconds>``; 0..2147483647 as in beanstalkd 1.13."""
 
     NAME: ClassVar[bytes] = b"reserve-with-timeout "
@@ -65,32 +88,32 @@ class ReserveWithTimeout:
     STAT: ClassVar[str | None] = "cmd-reserve-with-timeout"
 
     timeout: int
+    __slots__ = ("timeout",)
+    __match_args__ = ("timeout",)
+
+    def __init__(self, timeout: int) -> None:
+        self.timeout = timeout
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class ReserveJob:
+class ReserveJob(IdArg):
     """``reserve-job <id>``: reserve a specific ready, delayed or buried job."""
 
     NAME: ClassVar[bytes] = b"reserve-job "
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = None
+    __slots__ = ()
 
-    id: int
 
-
-@dataclass(slots=True, unsafe_hash=True)
-class Delete:
+class Delete(IdArg):
     """``delete <id>``."""
 
     NAME: ClassVar[bytes] = b"delete "
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = "cmd-delete"
+    __slots__ = ()
 
-    id: int
 
-
-@dataclass(slots=True, unsafe_hash=True)
-class Release:
+class Release(Record):
     """``release <id> <pri> <delay>``."""
 
     NAME: ClassVar[bytes] = b"release "
@@ -100,10 +123,16 @@ class Release:
     id: int
     pri: int
     delay: int
+    __slots__ = ("id", "pri", "delay")
+    __match_args__ = ("id", "pri", "delay")
+
+    def __init__(self, id: int, pri: int, delay: int) -> None:
+        self.id = id
+        self.pri = pri
+        self.delay = delay
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class Bury:
+class Bury(Record):
     """``bury <id> <pri>``."""
 
     NAME: ClassVar[bytes] = b"bury "
@@ -112,59 +141,60 @@ class Bury:
 
     id: int
     pri: int
+    __slots__ = ("id", "pri")
+    __match_args__ = ("id", "pri")
+
+    def __init__(self, id: int, pri: int) -> None:
+        self.id = id
+        self.pri = pri
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class Touch:
+class Touch(IdArg):
     """``touch <id>``."""
 
     NAME: ClassVar[bytes] = b"touch "
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = "cmd-touch"
+    __slots__ = ()
 
-    id: int
 
-
-@dataclass(slots=True, unsafe_hash=True)
-class Peek:
+class Peek(IdArg):
     """``peek <id>``."""
 
     NAME: ClassVar[bytes] = b"peek "
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = "cmd-peek"
+    __slots__ = ()
 
-    id: int
 
-
-@dataclass(slots=True, unsafe_hash=True)
-class PeekReady:
+class PeekReady(NoArgs):
     """``peek-ready`` (looks at the used tube)."""
 
     NAME: ClassVar[bytes] = b"peek-ready"
     ARGS: ClassVar[str] = "none"
     STAT: ClassVar[str | None] = "cmd-peek-ready"
+    __slots__ = ()
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class PeekDelayed:
+class PeekDelayed(NoArgs):
     """``peek-delayed`` (looks at the used tube)."""
 
     NAME: ClassVar[bytes] = b"peek-delayed"
     ARGS: ClassVar[str] = "none"
     STAT: ClassVar[str | None] = "cmd-peek-delayed"
+    __slots__ = ()
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class PeekBuried:
+class PeekBuried(NoArgs):
     """``peek-buried`` (looks at the used tube)."""
 
     NAME: ClassVar[bytes] = b"peek-buried"
     ARGS: ClassVar[str] = "none"
     STAT: ClassVar[str | None] = "cmd-peek-buried"
+    __slots__ = ()
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class Kick:
+class Kick(Record):
     """``kick <bound>``; bound has strtoul semantics truncated to u32 (``-1`` = all)."""
 
     NAME: ClassVar[bytes] = b"kick "
@@ -172,144 +202,29 @@ class Kick:
     STAT: ClassVar[str | None] = "cmd-kick"
 
     bound: int
+    __slots__ = ("bound",)
+    __match_args__ = ("bound",)
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
 
 
-@dataclass(slots=True, unsafe_hash=True)
-class KickJob:
+class KickJob(IdArg):
     """``kick-job <id>``."""
 
     NAME: ClassVar[bytes] = b"kick-job "
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = None
+    __slots__ = ()
 
-    id: int
 
-
-@dataclass(slots=True, unsafe_hash=True)
-class StatsJob:
+class StatsJob(IdArg):
     """``stats-job <id>``."""
 
     NAME: ClassVar[bytes] = b"stats-job "
     ARGS: ClassVar[str] = "id"
     STAT: ClassVar[str | None] = "cmd-stats-job"
-
-    id: int
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class StatsTube:
-    """``stats-tube <tube>``."""
-
-    NAME: ClassVar[bytes] = b"stats-tube "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-stats-tube"
-
-    tube: str
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class Stats:
-    """``stats``."""
-
-    NAME: ClassVar[bytes] = b"stats"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-stats"
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class Use:
-    """``use <tube>``."""
-
-    NAME: ClassVar[bytes] = b"use "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-use"
-
-    tube: str
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class Watch:
-    """``watch <tube>``."""
-
-    NAME: ClassVar[bytes] = b"watch "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-watch"
-
-    tube: str
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class Ignore:
-    """``ignore <tube>``."""
-
-    NAME: ClassVar[bytes] = b"ignore "
-    ARGS: ClassVar[str] = "tube"
-    STAT: ClassVar[str | None] = "cmd-ignore"
-
-    tube: str
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class ListTubes:
-    """``list-tubes``."""
-
-    NAME: ClassVar[bytes] = b"list-tubes"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-list-tubes"
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class ListTubeUsed:
-    """``list-tube-used``."""
-
-    NAME: ClassVar[bytes] = b"list-tube-used"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-list-tube-used"
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class ListTubesWatched:
-    """``list-tubes-watched``."""
-
-    NAME: ClassVar[bytes] = b"list-tubes-watched"
-    ARGS: ClassVar[str] = "none"
-    STAT: ClassVar[str | None] = "cmd-list-tubes-watched"
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class PauseTube:
-    """``pause-tube <tube> <seconds>``."""
-
-    NAME: ClassVar[bytes] = b"pause-tube"
-    ARGS: ClassVar[str] = "pause-tube"
-    STAT: ClassVar[str | None] = "cmd-pause-tube"
-
-    tube: str
-    delay: int
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class Quit:
-    """``quit`` (any line starting with ``quit``): close with no reply."""
-
-    NAME: ClassVar[bytes] = b"quit"
-    ARGS: ClassVar[str] = "quit"
-    STAT: ClassVar[str | None] = None
-
-
-@dataclass(slots=True, unsafe_hash=True)
-class ErrorReply:
-    """A line the parser already answered, e.g. ``b"BAD_FORMAT\\r\\n"``; send ``reply`` as is.
-
-    ``stat`` names a stats counter the server must still increment, because
-    beanstalkd counts the command before it finds the error: ``"cmd-put"``
-    for a put line with trailing garbage (``put 0 0 1 1x``) and
-    ``"cmd-pause-tube"`` for a pause-tube whose name is invalid
-    (``pause-tube -x 1``).  It is None for every other error.
-    """
-
-    reply: bytes
-    stat: str | None = None
+    __slots__ = ()
 
 
 Parsed = (

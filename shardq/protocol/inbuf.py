@@ -11,10 +11,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class Invalid:
     """Input that is no valid command: answer `reply`; with `close`, end the connection
-    after it (the stream cannot be followed)."""
+    after it (the stream cannot be followed); `shed`: a valid one whose block memory was
+    short to hold (dropped, and answered with the protocol's out-of-memory error)."""
 
     reply: bytes
     close: bool = False
+    shed: bool = False
 
 
 class InputBuffer:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from shardq.protocol.inbuf import InputBuffer, Invalid
+from shardq.protocol.kestrel_replies import OUT_OF_MEMORY
 
 #: Longest command line (memcached's key line limit); longer without an end closes.
 MAX_LINE = 2048
@@ -281,7 +282,11 @@ class KestrelParser(InputBuffer):
         if len(self.buf) < size + 2:
             return None
         self.header = None
-        data, end = bytes(self.buf[:size]), bytes(self.buf[size : size + 2])
+        try:
+            data, end = bytes(self.buf[:size]), bytes(self.buf[size : size + 2])
+        except MemoryError:  # not held: dropped (as a too large one) and answered so
+            self._discard(size + 2)
+            return Invalid(OUT_OF_MEMORY, shed=True)
         del self.buf[: size + 2]
         if end != b"\r\n":
             return Invalid(BAD_CHUNK)

@@ -23,6 +23,8 @@ SHUTDOWN_REFUSED = (
 )
 ALREADY_OPEN = b"CLIENT_ERROR an item is already open on this queue\r\n"
 UNAVAILABLE = b"SERVER_ERROR queue server unavailable\r\n"
+#: memcached's answer when it cannot allocate for a command (then the next goes on)
+OUT_OF_MEMORY = b"SERVER_ERROR out of memory storing object\r\n"
 #: What a beanstalk error during a command becomes (the beanstalk reply follows it).
 SERVER_ERROR = b"SERVER_ERROR "
 

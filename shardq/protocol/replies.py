@@ -8,7 +8,6 @@ bytes of a reply are decided in one place and can be tested without sockets.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 # Fixed replies, each a full line.
 DELETED = b"DELETED\r\n"
@@ -30,18 +29,26 @@ EXPECTED_CRLF = b"EXPECTED_CRLF\r\n"
 JOB_TOO_BIG = b"JOB_TOO_BIG\r\n"
 
 
-@dataclass(frozen=True, slots=True)
 class Raw:
     """A YAML value printed as is (``state: ready``, ``rusage-utime: 0.001575``)."""
 
+    __slots__ = ("text",)
+
     text: str
 
+    def __init__(self, text: str) -> None:
+        self.text = text
 
-@dataclass(frozen=True, slots=True)
+
 class Quoted:
     """A string value beanstalkd 1.12 itself prints in double quotes (``version: "1.12"``)."""
 
+    __slots__ = ("text",)
+
     text: str
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 #: How string values of stats replies are printed: "plain" as beanstalkd 1.12 does (``name:

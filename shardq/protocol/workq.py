@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardq.protocol.inbuf import InputBuffer, Invalid
+from shardq.protocol.workq_replies import OUT_OF_MEMORY
 
 #: The longest command line (Workq's own command limit is 10,000 bytes).
 MAX_LINE = 10_000
@@ -161,7 +162,11 @@ class WorkqParser(InputBuffer):
                 return None
             del self.buf[: cut + 2 if cut >= 0 else len(self.buf)]
             return split if isinstance(split, Invalid) else Invalid(size_error)
-        block = bytes(self.buf[line_end:end])
+        try:
+            block = bytes(self.buf[line_end:end])
+        except MemoryError:  # not held: dropped and answered so; the next command goes on
+            del self.buf[: end + 2]
+            return split if isinstance(split, Invalid) else Invalid(OUT_OF_MEMORY, shed=True)
         del self.buf[: end + 2]
         if isinstance(split, Invalid):
             return split

@@ -12,6 +12,8 @@ DUPLICATE_RESULT = b"-CLIENT-ERROR Duplicate result\r\n"
 FULL = b"-SERVER-ERROR queue is full\r\n"
 INVALID_PAYLOAD_SIZE = b"-CLIENT-ERROR Invalid payload size\r\n"
 UNAVAILABLE = b"-SERVER-ERROR queue server unavailable\r\n"
+#: what a command the front-end had not the memory for is answered (then the next goes on)
+OUT_OF_MEMORY = b"-SERVER-ERROR out of memory\r\n"
 
 
 def server_error(text: str) -> bytes:

@@ -31,8 +31,8 @@ from shardq.bench.procs import (
     is_alive,
     kill_group,
     kill_pids,
-    pids_mentioning,
     role_pids,
+    session_members,
     terminate,
     wait_listening,
 )
@@ -97,8 +97,8 @@ class Server:
             time.sleep(0.02)
 
     def leftovers(self) -> list[int]:
-        """Live processes that belong to this server (its run dir is in their argv)."""
-        return pids_mentioning(str(self.run_dir))
+        """Live processes that belong to this server (started in a session of its own)."""
+        return session_members(self.proc.pid)
 
     def socket_files(self) -> list[Path]:
         found = []

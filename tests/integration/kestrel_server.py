@@ -23,8 +23,8 @@ from shardq.bench.procs import (
     kill_group,
     kill_pids,
     listening_port,
-    pids_mentioning,
     read_lines,
+    session_members,
     terminate,
     workq_port,
 )
@@ -94,19 +94,19 @@ def front_servers(tmp_path: Path, front: str, wrap: Callable[..., T]) -> Iterato
     """A fixture's factory: ``make(shards, extra=())`` starts a server with the `front`
     front-end and gives it as `wrap` (its fields: start_front's answer); every server it
     made is stopped at the end, whatever the test did."""
-    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+    procs: list[subprocess.Popen[bytes]] = []
 
     def make(shards: int = 1, extra: tuple[str, ...] = ()) -> T:
         started = start_front(tmp_path, shards, extra, front)
-        procs.append((started[0], started[3]))
+        procs.append(started[0])
         return wrap(*started)
 
     yield make
-    for proc, run_dir in procs:
+    for proc in procs:
         terminate(proc, TEARDOWN_TIMEOUT, group=True)
         if proc.poll() is None:
             kill_group(proc)
-        kill_pids(pids_mentioning(str(run_dir)))
+        kill_pids(session_members(proc.pid))
 
 
 @pytest.fixture(name="kestrel_server")

@@ -86,10 +86,10 @@ def test_compare_quick_matrix(tmp_path) -> None:
     assert result["l"] is None
     for row in result["rows"]:
         assert "l" not in row
-        assert row["a"]["errors"] == 0 and row["b"]["errors"] == 0
-        assert row["a"]["value"] > 0 and row["b"]["value"] > 0 and row["ratio"] > 0
+        assert row["a"]["errors"] == 0 and row["b"]["errors"] == 0, row
+        assert row["a"]["value"] > 0 and row["b"]["value"] > 0 and row["ratio"] > 0, row
         if row["kind"] != "memory":
-            assert row["a"]["cpu_pct"] > 0 and row["b"]["kops_per_cpu_s"] > 0
+            assert row["a"]["cpu_pct"] > 0 and row["b"]["kops_per_cpu_s"] > 0, row
     text = report.read_text()
     assert "bench:begin" in text and "| put, 50 conns x16 pipelined" in text
     assert (tmp_path / "bench.png").read_bytes().startswith(b"\x89PNG")
@@ -237,3 +237,40 @@ def test_time_left() -> None:
     assert time_left(60.0, 0.25).strip() == "3 min left"
     assert runs_left(30.0, 3, 9) == ", about 60 s left"
     assert runs_left(30.0, 0, 9) == ""
+
+
+def test_busy_neighbours_run_during_the_block_only() -> None:
+    """`Busy(n)`: n processes running inside the block, every one of them reaped after it."""
+    from shardq.bench.busy import Busy
+
+    with Busy(2) as busy:
+        pids = [p.pid for p in busy.procs]
+        assert len(set(pids)) == 2
+        assert all(p.poll() is None for p in busy.procs)
+        procs = list(busy.procs)
+    assert all(p.returncode is not None for p in procs)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def test_compare_loaded_matrix(tmp_path) -> None:
+    """`--matrix loaded`: put (1 conn) and pingpong, each with one neighbour busy, marked as
+    such in the result and named so in the report."""
+    from shardq.bench.limits import stub_command
+
+    report = tmp_path / "BENCH.md"
+    cmd = [
+        sys.executable, "-m", "shardq", "bench", "compare", "--matrix", "loaded",
+        "--rounds", "1", "--duration", "0.3", "--json", "--report", str(report), "--no-stub",
+        "--a", stub_command(), "--b", stub_command(),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["engine"] == "c" and result["processes"] == 1
+    assert [r["key"] for r in result["rows"]] == ["put-1-busy", "pingpong-1-busy"]
+    for row in result["rows"]:
+        assert row["busy"] == 1 and row["label"].endswith(", one core busy")
+        assert row["a"]["errors"] == 0 and row["b"]["errors"] == 0 and row["b"]["value"] > 0
+    text = report.read_text()
+    assert "| put, 1 conn, one core busy (ops/s) |" in text
+    assert sys.executable not in text  # the report names no path of this machine

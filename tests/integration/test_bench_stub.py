@@ -129,9 +129,12 @@ def test_compare_flags_every_row_when_a_is_the_stub(tmp_path) -> None:
         if line.startswith("| row (unit of A, B, L) | A | B | L |")
     )
     col = [c.strip() for c in header.split("|")].index("tool limit")
+    results, not_results = text.split("**Not results: the load tool set the pace**")
+    assert "**Results**" in results and "None." in results  # no row is a result
     for row in rows:
-        line = next(x for x in text.splitlines() if x.startswith(f"| {row['label']} ("))
+        line = next(x for x in not_results.splitlines() if x.startswith(f"| {row['label']} ("))
         assert [c.strip() for c in line.split("|")][col].strip("! "), line
+        assert f"({row['ratio']:.2f})" in line  # B/A shown, but not as a result
 
 
 def _side(value: float, server: float, tool: float, procs: int = 2, in_flight: int = 50) -> dict:
@@ -155,3 +158,17 @@ def test_tool_limit_reasons_on_known_figures() -> None:
     # one request in flight: the tool's CPU against the server's
     assert reasons(_side(5_000, 0.3, 0.45, 1, 1), 20_000, 2) == ["rt"]
     assert reasons(_side(5_000, 0.99, 0.4, 1, 1), 20_000, 2) == []
+
+
+def test_the_report_says_when_the_machine_was_not_quiet() -> None:
+    """Most rows marked noisy: a warning with the largest other CPU; a quiet run: none."""
+    from shardq.bench.report import busy_machine
+
+    def row(noisy: bool, other: float, busy: int = 0) -> dict:
+        side = {"other_cores": other}
+        return {"kind": "ops", "noisy": noisy, "busy": busy, "a": side, "b": side}
+
+    assert busy_machine([row(False, 0.1), row(True, 0.5), row(False, 1.1, busy=1)]) == []
+    warning = " ".join(busy_machine([row(True, 0.5), row(True, 1.9, busy=1), row(False, 0.0)]))
+    assert "Not a quiet machine" in warning and "in 2 of 3 rows" in warning
+    assert "up to 90 %" in warning  # the loaded row's own neighbour is not counted

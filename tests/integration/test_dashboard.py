@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from zlib import crc32
 
-from helpers import connect, read_replies, send, skip_or_fail, tube_on_shard
-from test_metrics import ask, metrics_port, put, reserve, yaml_of
+from helpers import connect, metrics_port, read_replies, send, skip_or_fail, tube_on_shard
+from test_metrics import ask, put, reserve, yaml_of
 
 CHROMIUM_HINT = "Chromium is required under CI: apt-get install -y chromium (make test does)"
 CHROMIUM_TIMEOUT_S = 90.0

@@ -66,8 +66,9 @@ def test_every_admin_command(kestrel_server, tmp_path) -> None:
     assert raw.ask(b"set q3 0 0 1\r\nd\r\n") == b"STORED\r\n"
     assert raw.ask(b"DELETE q3\r\n") == b"DELETED\r\n"
     assert raw.get("q3") == b"END\r\n"
+    conf.write_text("kestrel:\n  admin: true\nverbose: 1\n")  # a change the reload logs
     assert raw.ask(b"RELOAD\r\n") == b"Reloaded config.\r\n"
-    assert poll_for(lambda: "SIGHUP" in server.stderr_path.read_text())
+    assert poll_for(lambda: "SIGHUP: verbose 0 -> 1" in server.stderr_path.read_text())
     assert raw.ask(b"SHUTDOWN\r\n").startswith(b"SERVER_ERROR shutdown refused")
     assert raw.ask(b"VERSION\r\n") == b"VERSION shardq-0.1.0\r\n"  # still serving
     raw.send(b"quit\r\nversion\r\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import greenstalk
 import pytest
-from helpers import REPO_ROOT, tube_on_shard
+from helpers import REPO_ROOT, shard_key_config, tube_on_shard
 
 from shardq.bench.procs import kill_group, terminate, wait_listening
 from shardq.start import EXIT_CONFIG
@@ -82,7 +82,9 @@ def running(tmp_path: Path) -> Iterator[list[Running]]:
 
 
 def start(running: list[Running], tmp_path: Path, cores: int, *args: str) -> Running:
-    server = Running(serve_on_cores(cores, *args), tmp_path)
+    """A server on a simulated host of `cores` cores; stats-tube names a tube's shard."""
+    shown = ("--config", str(shard_key_config(tmp_path)))
+    server = Running(serve_on_cores(cores, *shown, *args), tmp_path)
     running.append(server)
     return server
 

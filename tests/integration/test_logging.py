@@ -4,6 +4,7 @@ as one JSON object a line (for log collectors), naming its role."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 from helpers import poll_for
@@ -33,10 +34,22 @@ def test_log_level_wins_over_v(shardq_server) -> None:
     assert srv.stderr() == ""  # nothing went wrong, and -VV's INFO/DEBUG lines are off
 
 
-def test_text_lines_name_the_role(shardq_server) -> None:
+#: a text line: its time (UTC, ms), the process's role, the level
+TEXT_LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z shardq\[[a-z0-9 ]+\] [A-Z]+ ")
+
+
+def test_text_lines_have_a_time_and_name_the_role_and_a_stop_is_said(shardq_server) -> None:
     srv = shardq_server(2, ("--log-level", "info"))
     poll_for(lambda: "shardq[supervisor] INFO pid " in srv.stderr(), timeout=10)
-    assert all(line.startswith("shardq[") for line in srv.stderr().splitlines())
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(10) == 0
+    lines = srv.stderr().splitlines()
+    assert all(TEXT_LINE.match(line) for line in lines), lines
+    said = [line.split(" ", 1)[1] for line in lines if "[supervisor]" in line]
+    assert said[-2:] == [
+        "shardq[supervisor] INFO stopping (SIGTERM)",
+        "shardq[supervisor] INFO stopped",
+    ]
 
 
 def test_a_bad_log_setting_is_one_line_naming_the_flag(shardq_launch) -> None:

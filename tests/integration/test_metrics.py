@@ -21,7 +21,9 @@ import pytest
 from helpers import (
     REPO_ROOT,
     connect,
+    http_get,
     make_cert,
+    metrics_port,
     poll_for,
     read_replies,
     send,
@@ -37,27 +39,6 @@ from shardq.protocol.stats_keys import CMD_KEYS, JOB_COUNT_KEYS
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 LAYOUTS = [("1", "1"), ("4", "1"), ("4", "2")]
 LAYOUT_IDS = ["shards1", "shards4", "shards4-serving2"]
-
-
-def metrics_port(run_dir: Path) -> int:
-    """The port the server wrote to RUN_DIR/metrics-address (with --metrics HOST:0)."""
-    text = poll_for(lambda: _read(run_dir / "metrics-address"), timeout=10)
-    return int(text.strip().rsplit(":", 1)[1])
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
-
-
-def http_get(port: int, path: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def scrape(port: int) -> Samples:

@@ -16,8 +16,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from helpers import poll_for
-from test_metrics import http_get, metrics_port
+from helpers import http_get, metrics_port, poll_for
 
 from shardq.processes.metrics.http import MAX_OPEN
 

@@ -18,47 +18,28 @@ raised MemoryError in every turn); with -b every turn failed packing the log's r
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import connect, poll_for, read_replies, send
+from helpers import connect, poll_for
+from memory_cap import (
+    HEADROOM_KIB,
+    ask,
+    cap_address_space,
+    put_small,
+    put_until_refused,
+    ready_jobs,
+    vm_size_kib,
+)
 
-HEADROOM_KIB = 40 * 1024  #: address space allowed above what the process maps now
-BODY = b"x" * 60_000
 LAYOUTS = {
     "1serving": (1, ("--serving", "1"), False),
     "2serving": (2, ("--serving", "2"), False),
     "2serving-b": (2, ("--serving", "2"), True),
 }
-
-
-def vm_size_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmSize"))
-
-
-def ask(sock: socket.socket, data: bytes, n: int = 1) -> list[bytes]:
-    send(sock, data)
-    return read_replies(sock, n)
-
-
-def ready_jobs(sock: socket.socket) -> int:
-    [reply] = ask(sock, b"stats-tube default\r\n")
-    return int(reply.split(b"current-jobs-ready: ")[1].split(b"\n")[0])
-
-
-def cap_address_space(pid: int, kib: int | str) -> None:
-    """The soft limit (the one enforced; raising it back needs no privilege)."""
-    prlimit = shutil.which("prlimit")
-    assert prlimit is not None, "prlimit (util-linux) is needed"
-    cap = kib if isinstance(kib, str) else kib * 1024
-    subprocess.run([prlimit, f"--pid={pid}", f"--as={cap}:"], check=True)
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -72,19 +53,11 @@ def test_a_serving_process_out_of_memory_answers_it_and_serves_on(
     pids = server.wait_all_children()
     capped = pids["serving" if shards == 1 else "serving 1"]  # hosts default's shard
     keeper = connect(server.port)
-    assert all(
-        r.startswith(b"INSERTED") for r in ask(keeper, b"put 0 0 60 5\r\nhello\r\n" * 50, 50)
-    )
+    put_small(keeper)
     cap_address_space(capped, vm_size_kib(capped) + HEADROOM_KIB)
 
     producer = connect(server.port)
-    inserted = 0
-    for _ in range(3000):  # 180 MB of bodies: far past the cap
-        [outcome] = ask(producer, b"put 0 0 60 %d\r\n%s\r\n" % (len(BODY), BODY))
-        if not outcome.startswith(b"INSERTED"):
-            break
-        inserted += 1
-    assert outcome == b"OUT_OF_MEMORY\r\n", outcome
+    inserted = put_until_refused(producer)
     assert ask(producer, b"list-tube-used\r\n") == [b"USING default\r\n"]  # it goes on
     for _ in range(5):  # new clients: handed to the capped process with two
         fresh = connect(server.port)

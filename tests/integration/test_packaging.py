@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT, connect, read_replies, send, tube_on_shard
 
-from shardq.bench.procs import free_port, kill_group, pids_mentioning, wait_listening
+from shardq.bench.procs import free_port, kill_group, session_members, wait_listening
 from shardq.processes.supervision.supervisor import STOP_GRACE_S
 from shardq.start import EXIT_CONFIG
 
@@ -240,7 +240,7 @@ def test_unit_has_the_service_options_and_hardening() -> None:
 
 
 def test_unit_exec_start_serves_reloads_stops_and_keeps_jobs(tmp_path: Path) -> None:
-    argv, state, _ = unit_argv(tmp_path)
+    argv, state, config = unit_argv(tmp_path)
     options = service()
     stderr = tmp_path / "stderr.log"
     work = tmp_path / "cwd"  # systemd's is /: no config/shardq.yaml there, --config is used
@@ -257,14 +257,17 @@ def test_unit_exec_start_serves_reloads_stops_and_keeps_jobs(tmp_path: Path) -> 
         reload = shlex.split(one(options, "ExecReload"))
         reload = [str(proc.pid) if a == "$MAINPID" else a for a in reload]
         assert Path(reload[0]).exists(), f"{reload[0]} (ExecReload) does not exist here"
+        text = config.read_text()
+        assert "\nverbose: 0\n" in text
+        config.write_text(text.replace("\nverbose: 0\n", "\nverbose: 1\n"))  # a live change
         subprocess.run(reload, check=True, timeout=10)
         assert command(port, b"stats\r\n")[0].startswith(b"OK "), "not serving after reload"
         assert proc.poll() is None
 
         proc.send_signal(kill_signal)  # KillMode=mixed: to the main process only
         assert proc.wait(timeout=stop_timeout) == 0
-        assert not pids_mentioning(str(tmp_path)), "processes left after the stop"
-    assert "SIGHUP" in stderr.read_text(), "the reload was not even seen"
+        assert not session_members(proc.pid), "processes left after the stop"
+    assert "SIGHUP: verbose 0 -> 1" in stderr.read_text(), "the reload was not even seen"
 
     with running(argv, work, stderr) as (proc, port):  # Restart=: the same directories
         replies = command(port, b"use packaging\r\npeek-ready\r\n", 2)

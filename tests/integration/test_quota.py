@@ -134,7 +134,7 @@ def signal_and_wait_restart(server: Any, old: int) -> None:
 def test_sighup_changes_max_jobs_live(shardq_launch: Callable[..., Any], tmp_path: Path) -> None:
     conf = tmp_path / "shardq.yaml"
     conf.write_text("limits:\n  max_jobs: 5\n")
-    proc, _run, _tmp, stderr_path = shardq_launch(2, ("--config", str(conf)))
+    proc, _run, _tmp, stderr_path = shardq_launch(2, ("--config", str(conf), "-V"))
     try:
         port = int(read_line(proc, 20).decode().rsplit(":", 1)[1])
         sock = connect(port)

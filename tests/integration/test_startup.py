@@ -19,8 +19,8 @@ from shardq.bench.procs import (
     cmdline,
     kill_group,
     kill_pids,
-    pids_mentioning,
     role_pids,
+    session_members,
     terminate,
     wait_listening,
 )
@@ -76,7 +76,7 @@ def serve_and_use(cwd: Path, run_dir: Path, extra: tuple[str, ...] = ()) -> list
         terminate(proc, STOP_TIMEOUT, group=True)
         if proc.poll() is None:
             kill_group(proc)
-        kill_pids(pids_mentioning(str(run_dir)))
+        kill_pids(session_members(proc.pid))
         if proc.stdout is not None:
             proc.stdout.close()
 
@@ -334,7 +334,7 @@ def test_u_becomes_the_user_once_bound(tmp_path: Path) -> None:
             terminate(proc, STOP_TIMEOUT, group=True)
             if proc.poll() is None:
                 kill_group(proc)
-            kill_pids(pids_mentioning(str(base / "run")))
+            kill_pids(session_members(proc.pid))
             if proc.stdout is not None:
                 proc.stdout.close()
         assert proc.returncode == 0, (tmp_path / "stderr.log").read_text()

@@ -47,7 +47,7 @@ def assert_nothing_left(server, children: dict[str, int]) -> None:
         time.sleep(0.01)
     alive = {role: pid for role, pid in children.items() if server.is_alive(pid)}
     assert alive == {}, f"children still alive after the supervisor exited: {alive}"
-    assert server.leftovers() == [], "processes mentioning the run dir are still alive"
+    assert server.leftovers() == [], "processes of its session are still alive"
     assert server.socket_files() == [], "socket files left behind"
 
 

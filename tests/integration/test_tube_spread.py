@@ -13,7 +13,7 @@ from zlib import crc32
 
 import greenstalk
 import pytest
-from helpers import shard_of_tube, wal_args
+from helpers import shard_key_config, shard_of_tube, wal_args
 
 from shardq.bench.procs import terminate
 
@@ -29,6 +29,12 @@ def client(port: int) -> greenstalk.Client:
     return c
 
 
+@pytest.fixture
+def shown(tmp_path: Path) -> tuple[str, str]:
+    """The flags that make stats-tube name a tube's shard."""
+    return ("--config", str(shard_key_config(tmp_path)))
+
+
 def shards_of(port: int, tubes: list[str]) -> dict[str, int]:
     """Each tube's shard, as its `stats-tube` names it (a job is put there first)."""
     with client(port) as c:
@@ -40,9 +46,9 @@ def shards_of(port: int, tubes: list[str]) -> dict[str, int]:
 
 @pytest.mark.parametrize(("shards", "serving"), [(2, "2"), (4, "2")], ids=["2", "4"])
 def test_numbered_families_take_every_shard_in_turn(
-    shardq_server: Callable[..., Any], shards: int, serving: str
+    shardq_server: Callable[..., Any], shards: int, serving: str, shown: tuple[str, str]
 ) -> None:
-    srv = shardq_server(shards, ("--serving", serving))
+    srv = shardq_server(shards, ("--serving", serving, *shown))
     for family in FAMILIES:
         got = shards_of(srv.port, family)
         assert Counter(got.values()) == dict.fromkeys(range(shards), 4 // shards), got
@@ -50,15 +56,15 @@ def test_numbered_families_take_every_shard_in_turn(
 
 
 def test_a_new_log_directory_records_the_routing_and_an_old_one_keeps_its_own(
-    shardq_server: Callable[..., Any], tmp_path: Path
+    shardq_server: Callable[..., Any], tmp_path: Path, shown: tuple[str, str]
 ) -> None:
     fresh, old = tmp_path / "fresh", tmp_path / "old"
-    srv = shardq_server(2, ("--serving", "2", *wal_args(fresh)))
+    srv = shardq_server(2, ("--serving", "2", *wal_args(fresh), *shown))
     assert (fresh / "layout").read_text() == "shards=2\nrouting=spread\n"
     assert set(shards_of(srv.port, FAMILIES[0]).values()) == {0, 1}
     old.mkdir()
     (old / "layout").write_text("shards=2\nrouting=families\n")  # as shardq wrote it before
-    flags = ("--serving", "2", *wal_args(old))
+    flags = ("--serving", "2", *wal_args(old), *shown)
     srv = shardq_server(2, flags)
     by_crc32 = {tube: crc32(tube.encode()) % 2 for tube in FAMILIES[0]}
     assert shards_of(srv.port, FAMILIES[0]) == by_crc32  # where its log has their jobs

@@ -1,11 +1,11 @@
 """Every default that `shardq serve --help` prints in brackets is the one `Config` uses."""
 
+import os
 import re
 
 import pytest
 import typer
 
-from shardq import config
 from shardq.cli import app
 from shardq.config import Config
 from shardq.flags import FLAGS
@@ -44,7 +44,7 @@ def test_help_default_is_the_config_default(field, monkeypatch):
         name, by_cores = COMPUTED[text]
         assert name == field
         for cores, want in by_cores.items():
-            monkeypatch.setattr(config.os, "cpu_count", lambda cores=cores: cores)
+            monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
             assert getattr(Config(), field) == want, (text, cores)
         return
     default = getattr(Config(), field)

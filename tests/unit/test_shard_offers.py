@@ -23,7 +23,8 @@ from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes.common.zmqctx import dealer
 from shardq.processes.shard import ops
-from shardq.processes.shard.core import ShardCore, ShardServer
+from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.server import ShardServer
 from shardq.protocol import proto
 
 READER, WRITER = 7, 8  # connection ids

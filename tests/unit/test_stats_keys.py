@@ -79,7 +79,7 @@ def test_stats_tube_names_the_shard_only_with_several() -> None:
     e = Engine()
     e.put(1, 1, "default", 0, 0, 60, b"x", T0)
     assert SHARD_TUBE_KEY not in yaml_keys(e.stats_tube("default", T0))  # one shard
-    e.shard_index = 3  # as shard.process.open_core sets it with several shards
+    e.shard_index = 3  # as shard.process.open_core sets it with several shards, if asked
     reply = e.stats_tube("default", T0)
     assert yaml_keys(reply) == [*STATS_TUBE_KEYS, SHARD_TUBE_KEY]
     assert reply.endswith(b"\npause-time-left: 0\nshard: 3\n\r\n")

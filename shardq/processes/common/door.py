@@ -21,19 +21,23 @@ from __future__ import annotations
 
 import logging
 import socket
-import ssl
+import sys
+import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shardq.processes.common.listener import Network, allowed, parse_networks, tls_context
 from shardq.processes.common.live import Live
 from shardq.processes.common.settings import Door as DoorSettings
 
+if TYPE_CHECKING:
+    import ssl
+
 log = logging.getLogger(__name__)
 
-#: what a non-blocking socket (plain or TLS) raises when it has nothing to give or take now
-NOT_NOW = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+#: what a plain non-blocking socket raises when it has nothing to give or take now (TLS's own
+#: "not now": `tls_not_now`)
+NOT_NOW = (BlockingIOError, InterruptedError)
 
 
 class Door(Protocol):
@@ -83,17 +87,32 @@ def bound(max_connections: int, cap: int) -> int:
     return max_connections or cap
 
 
-@dataclass
 class Gate:
     """A door's admission settings and counters (a front-end's, the metrics endpoint's).
     `cap`: the door's own bound on open connections, besides ``limits.max_connections``."""
 
-    allow: tuple[Network, ...] = ()
-    conn_limit: int = 0
-    tls: ssl.SSLContext | None = None
-    cap: int = 0
-    connections_denied: int = 0
-    connections_refused: int = 0
+    allow: tuple[Network, ...]
+    conn_limit: int
+    tls: ssl.SSLContext | None
+    cap: int
+    connections_denied: int
+    connections_refused: int
+
+    def __init__(
+        self,
+        allow: tuple[Network, ...] = (),
+        conn_limit: int = 0,
+        tls: ssl.SSLContext | None = None,
+        cap: int = 0,
+        connections_denied: int = 0,
+        connections_refused: int = 0,
+    ) -> None:
+        self.allow = allow
+        self.conn_limit = conn_limit
+        self.tls = tls
+        self.cap = cap
+        self.connections_denied = connections_denied
+        self.connections_refused = connections_refused
 
     def take_live(self, settings: Live) -> None:
         """SIGHUP: the new allow-list and limit, for connections accepted from now on."""
@@ -121,8 +140,23 @@ def make_gate(door: DoorSettings, cap: int = 0) -> Gate:
     return Gate(parse_networks(door.allow), bound(door.max_connections, cap), tls, cap)
 
 
+def loaded_ssl() -> types.ModuleType | None:
+    """The ssl module where TLS is configured, else None: it is imported only there
+    (`listener.tls_context`; ≈ 10 ms of every start otherwise), and without it no socket is
+    a TLS socket and no error a TLS error."""
+    return sys.modules.get("ssl")
+
+
 def is_tls(sock: socket.socket) -> bool:
-    return isinstance(sock, ssl.SSLSocket)
+    ssl = loaded_ssl()
+    return ssl is not None and isinstance(sock, ssl.SSLSocket)
+
+
+def tls_not_now(error: OSError) -> bool:
+    """Whether `error` is TLS's "not now" (want-read, want-write: a TLS socket's
+    `NOT_NOW`), which a caller that has a TLS socket takes as nothing to do yet."""
+    ssl = loaded_ssl()
+    return ssl is not None and isinstance(error, (ssl.SSLWantReadError, ssl.SSLWantWriteError))
 
 
 def receive(sock: socket.socket, buf: bytearray, take: Callable[[memoryview], None]) -> int | None:
@@ -133,6 +167,10 @@ def receive(sock: socket.socket, buf: bytearray, take: Callable[[memoryview], No
         n = sock.recv_into(buf)
     except NOT_NOW:
         return None
+    except OSError as e:
+        if tls_not_now(e):
+            return None
+        raise
     if n:
         take(memoryview(buf)[:n])
         total = n
@@ -141,6 +179,10 @@ def receive(sock: socket.socket, buf: bytearray, take: Callable[[memoryview], No
                 n = sock.recv_into(buf)
             except NOT_NOW:
                 break
+            except OSError as e:
+                if tls_not_now(e):
+                    break
+                raise
             if not n:
                 break
             take(memoryview(buf)[:n])
@@ -155,7 +197,7 @@ def send_some(sock: socket.socket, buf: bytearray) -> bool:
         sent = sock.send(buf)
     except NOT_NOW:
         return True
-    except OSError:
-        return False
+    except OSError as e:
+        return tls_not_now(e)
     del buf[:sent]
     return True

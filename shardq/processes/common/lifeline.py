@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from shardq.processes.common import live, wakeup
+from shardq.processes.common import live, outofmemory, wakeup
 
 CHECK_EVERY_S = 1.0  #: process loops wake at least this often to look
 _SUPERVISOR = int(os.environ.get("SHARDQ_SUPERVISOR_PID", "0") or 0) or os.getppid()
@@ -42,4 +42,4 @@ def run(sel: selectors.BaseSelector, turn: Callable[[], None]) -> None:
     sel.register(wakeup.install(), selectors.EVENT_READ, wakeup.SIGNALLED)
     while True:
         check()
-        turn()
+        outofmemory.guard(turn)  # out of memory, the next turn goes on

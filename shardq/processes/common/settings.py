@@ -77,6 +77,7 @@ class Store:
     segment_bytes: int
     fsync_ms: int | None  #: None: never fsync
     metrics: bool  #: keep the histograms the metrics endpoint serves (engine/timing.py)
+    stats_tube_shard: bool  #: stats-tube says which shard holds the tube (several shards)
     settle_from: tuple[int, ...] = ()  #: restarted: the serving processes to wait for
 
 

@@ -8,14 +8,18 @@ task's beanstalk lines go out as one write, and its replies come back in order. 
 pass the door's `Gate` (processes/common/door.py) as the beanstalk port's do: the allow-list,
 ``limits.max_connections`` and TLS (``tls.*``).
 
-A front-end (Kestrel, Workq) subclasses `FrontendLoop`: how a session is made
-(`new_session`), how its next command becomes a task (`next_task`), what a client is told
-when the server is gone (`UNAVAILABLE`) or a command failed (`internal_error`), and its
-own timers (`housekeeping`, `next_due`).
+A front-end (Kestrel, Workq) subclasses `FrontendLoop` and says (hooks.py): how a session
+is made (`new_session`), how its next command becomes a task (`next_task`), what a client
+is told when the server is gone (`UNAVAILABLE`), a command failed (`internal_error`) or
+memory was short for it (`OUT_OF_MEMORY`), and its own timers (`housekeeping`,
+`next_due`).
 
 Memory is bounded per client: unparsed input stops being read past `max_input`, and a
 client that does not read its replies is closed past `max_output_bytes`, as on the
-beanstalk side.
+beanstalk side. Out of memory (processes/common/outofmemory.py), a command that memory was short
+for is answered `OUT_OF_MEMORY` and the next goes on (a block the parser could not keep is
+dropped as it arrives, as a too large one); input that could not be kept at all ends the
+connection after that answer, its stream out of step; every other client goes on.
 """
 
 from __future__ import annotations
@@ -29,9 +33,10 @@ import socket
 import time
 from collections import Counter
 
-from shardq.processes.common import lifeline, live, wakeup
+from shardq.processes.common import lifeline, live, outofmemory, wakeup
 from shardq.processes.common.door import Gate, accept_next, receive, send_some
 from shardq.processes.common.sockpath import socket_path
+from shardq.processes.frontends.hooks import Hooks
 from shardq.processes.frontends.session import (
     CLOSED,
     CLOSING,
@@ -50,10 +55,7 @@ CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
 log = logging.getLogger(__name__)
 
 
-class FrontendLoop:
-    #: what a client is told when the server connection is lost mid-command (then closed)
-    UNAVAILABLE = b""
-
+class FrontendLoop(Hooks):
     def __init__(
         self, listen_fd: int, backend_path: str, max_input: int, max_output_bytes: int
     ) -> None:
@@ -74,35 +76,6 @@ class FrontendLoop:
         self.rbuf = bytearray(RECV_BYTES)
         self.gate = Gate()  # who may come in (allow, max_connections, TLS): main() sets it
         live.on_change(self.take_live)
-
-    # ------------------------------------------------------------------ what a front-end says
-
-    def new_session(self, sid: int, sock: socket.socket | None, backend: socket.socket) -> Session:
-        raise NotImplementedError
-
-    def next_task(self, s: Session) -> Task | None:
-        """The task of the client's next command (None: no whole command yet)."""
-        raise NotImplementedError
-
-    def internal_error(self) -> bytes:
-        raise NotImplementedError
-
-    def housekeeping(self) -> None:
-        """The front-end's own timers, once a turn."""
-
-    def next_due(self) -> float | None:
-        """Seconds until `housekeeping` has something to do (None: nothing pending)."""
-        return None
-
-    def closed(self, s: Session) -> None:
-        """A session has just been closed."""
-
-    def unsynced(self) -> bool:
-        """The front-end wrote what must be on disk before answers leave (its journal)."""
-        return False
-
-    def sync(self) -> None:
-        """Make it so (one fsync for every answer of the turn)."""
 
     def take_live(self, settings: live.Live) -> None:
         """SIGHUP: the door's allow-list and limit, and the bound on unread replies."""
@@ -163,9 +136,8 @@ class FrontendLoop:
         if s.phase is CLOSED:
             return
         if s.sock is not None:
-            want = (0 if s.parser.buffered > self.max_input else selectors.EVENT_READ) | (
-                selectors.EVENT_WRITE if s.out else 0
-            )
+            full = s.input_lost or s.parser.buffered > self.max_input
+            want = (0 if full else selectors.EVENT_READ) | (selectors.EVENT_WRITE if s.out else 0)
             s.events = self.set_events(s.sock, s.events, want, (CLIENT, s))
         want = selectors.EVENT_READ | (selectors.EVENT_WRITE if s.bout else 0)
         s.bevents = self.set_events(s.backend, s.bevents, want, (BACKEND, s))
@@ -203,13 +175,19 @@ class FrontendLoop:
     def pump(self, s: Session) -> None:
         """Start the client's next commands while none is running; once its input has
         ended (or `quit`) and the last one is answered, close it after its output."""
-        while s.phase is IDLE and s.task is None and s.sock is not None:
-            task = self.next_task(s)
+        while s.phase is IDLE and s.task is None and s.sock is not None and not s.input_lost:
+            try:
+                task = self.next_task(s)
+            except MemoryError:
+                s.lose_input()
+                break
             if task is None:
                 break
             s.task = task
             self.advance(s, None)
         if s.eof and s.phase is IDLE and s.task is None:
+            if s.input_lost:
+                self.answer(s, self.OUT_OF_MEMORY)
             s.step("finish")
         self.flush(s)
 
@@ -231,6 +209,9 @@ class FrontendLoop:
             if done.value is not None and s.sock is not None:
                 self.answer(s, done.value)
             return
+        except MemoryError:  # its effects so far stay (a task undoes what it must)
+            self.out_of_memory(s)
+            return
         except Exception:
             log.exception("session %d: a command failed", s.id)
             s.task = None
@@ -242,15 +223,31 @@ class FrontendLoop:
             if not step.lines:  # nothing to ask: resume at once
                 self.advance(s, [])
                 return
+            try:
+                for part in step.lines:
+                    s.bout += part
+            except MemoryError:  # not sent: the task ends where it waits (its finally runs)
+                s.bout.clear()
+                task.close()
+                self.out_of_memory(s)
+                return
             s.step("send")
             s.expect = len(step.lines)
             s.got = []
-            s.bout += b"".join(step.lines)
             self.write_backend(s)
         elif isinstance(step, Sleep):
             s.step("sleep")
             s.wake_at = time.monotonic() + step.seconds
             heapq.heappush(self.sleepers, (s.wake_at, s.id, s))
+
+    def out_of_memory(self, s: Session) -> None:
+        """The running command ran out of memory: it ends, answered with the protocol's
+        out-of-memory error."""
+        outofmemory.note(f"session {s.id}'s command; it is answered so")
+        s.task = None
+        s.step("done")
+        if s.sock is not None:
+            self.answer(s, self.OUT_OF_MEMORY)
 
     def answer(self, s: Session, data: bytes) -> None:
         s.out += data
@@ -273,6 +270,10 @@ class FrontendLoop:
             n = receive(s.sock, self.rbuf, s.parser.feed)
         except OSError:
             self.close(s)
+            return
+        except MemoryError:
+            s.lose_input()
+            self.pump(s)
             return
         if n is None:
             return

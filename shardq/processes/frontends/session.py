@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol
 
+from shardq.processes.common import outofmemory
 from shardq.protocol.inbuf import Invalid
 from shardq.protocol.reader import Reply, ReplyReader
 
@@ -113,10 +114,19 @@ class Session:
         self.events = 0  # the client socket's selector mask
         self.bevents = 0  # the backend's
         self.eof = False  # the client sent its last byte
+        #: its input could not be kept (out of memory): answered so, then closed
+        self.input_lost = False
         self.wake_at = 0.0  # monotonic s of a Sleep
 
     def step(self, event: str) -> None:
         self.phase = STEPS[(self.phase, event)]
+
+    def lose_input(self) -> None:
+        """Memory ran out reading or parsing the client's input: the stream cannot be
+        followed, so nothing more is read or run; the running command is answered, then
+        the out-of-memory answer, then the connection is closed."""
+        outofmemory.note(f"session {self.id}'s input; it is answered so and closed")
+        self.eof = self.input_lost = True
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {self.phase.name}>"
@@ -143,5 +153,7 @@ def answer_invalid(front: object, s: Session, cmd: Invalid) -> Task:
     the connection after it when the stream cannot be followed."""
     if cmd.close:
         s.eof = True
+    if cmd.shed:
+        outofmemory.note(f"session {s.id}'s command; it is answered so")
     return cmd.reply
     yield

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from shardq.metrics.http import HttpError, Request, error, parse_head
-from shardq.processes.common import lifeline, wakeup
+from shardq.metrics.http import HttpError, Request, error, out_of_memory, parse_head
+from shardq.processes.common import lifeline, outofmemory, wakeup
 from shardq.processes.common.door import Gate, accept_next, receive, send_some
 
 log = logging.getLogger(__name__)
@@ -117,6 +117,10 @@ class HttpDoor:
             log.debug("metrics: %s: %s", conn.peer, e)
             self.close(conn)
             return
+        except MemoryError:  # its request cannot be kept: told so, and closed
+            outofmemory.note(f"metrics: the request of {conn.peer}, answered 503")
+            self.answer(conn, 503, out_of_memory())
+            return
         if n is None:
             return
         try:
@@ -160,6 +164,9 @@ class HttpDoor:
             return
         try:
             answers = self.respond(requests)
+        except MemoryError:
+            outofmemory.note(f"metrics: {len(requests)} requests, answered 503")
+            answers = [(503, out_of_memory())] * len(requests)
         except Exception:
             log.exception("metrics: answering %d requests failed", len(requests))
             answers = [(500, error(500))] * len(requests)

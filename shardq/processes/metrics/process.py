@@ -23,10 +23,10 @@ from collections.abc import Callable
 
 from shardq.metrics.exposition import CONTENT_TYPE, render
 from shardq.metrics.gathered import Gathered
-from shardq.metrics.http import TEXT, Request, response
+from shardq.metrics.http import TEXT, Request, out_of_memory, response
 from shardq.metrics.page import dashboard_html
 from shardq.metrics.summary import summary
-from shardq.processes.common import live, wakeup
+from shardq.processes.common import live, outofmemory, wakeup
 from shardq.processes.common.door import Gate
 from shardq.processes.common.settings import MetricsSettings
 from shardq.processes.metrics.gather import Gatherer
@@ -46,14 +46,21 @@ class Endpoint:
         self.serving = serving
 
     def respond(self, requests: list[Request]) -> list[tuple[int, bytes]]:
+        """Each request's answer; one that memory is short for is answered 503 (the others
+        go on)."""
         view: Gathered | None = None
         answers = []
         for request in requests:
             needs_view, route = ROUTES.get(request.path, (False, not_found))
-            if needs_view and view is None:
-                view = self.gatherer.gather()
-            status, content_type, body = route(self, view)
-            answers.append((status, response(status, content_type, body, request.method == "HEAD")))
+            try:
+                if needs_view and view is None:
+                    view = self.gatherer.gather()
+                status, content_type, body = route(self, view)
+                head_only = request.method == "HEAD"
+                answers.append((status, response(status, content_type, body, head_only)))
+            except MemoryError:
+                outofmemory.note(f"metrics: {request.path}, answered 503")
+                answers.append((503, out_of_memory()))
         return answers
 
 

@@ -7,12 +7,11 @@ import errno
 import logging
 import selectors
 import socket
-import ssl
 import time
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import MAX_SERVING, tube_shard
-from shardq.processes.common.door import turned_away
+from shardq.processes.common.door import NOT_NOW, is_tls, tls_not_now, turned_away
 from shardq.processes.serving import handoff, shedding
 from shardq.processes.serving.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.serving.handlers import HANDLERS, STAT_KEYS
@@ -89,11 +88,13 @@ def write(self: ServingProcess, conn: Conn) -> None:
         return
     try:
         sent = conn.sock.send(conn.out)
-    except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+    except NOT_NOW:
         sent = 0
-    except OSError:
-        self.close(conn)
-        return
+    except OSError as e:
+        if not tls_not_now(e):
+            self.close(conn)
+            return
+        sent = 0
     del conn.out[:sent]
     if bool(conn.out) != bool(conn.events & selectors.EVENT_WRITE):  # epoll_ctl on a change
         self.interest(conn)
@@ -232,10 +233,11 @@ def read(self: ServingProcess, conn: Conn) -> None:
         return
     try:
         n = conn.sock.recv_into(self.rbuf)
-    except (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+    except NOT_NOW:
         return
-    except OSError:
-        self.close(conn)
+    except OSError as e:
+        if not tls_not_now(e):
+            self.close(conn)
         return
     if not n:
         if conn.eof:  # seen already (a hang-up while its replies are written reports it)
@@ -269,7 +271,7 @@ def read(self: ServingProcess, conn: Conn) -> None:
                 return
     if not shedding.take_input(self, conn, self.rview[used:n]):  # out of memory: closed
         return
-    if isinstance(conn.sock, ssl.SSLSocket):  # TLS may hold decrypted bytes epoll cannot see
+    if is_tls(conn.sock):  # TLS may hold decrypted bytes epoll cannot see
         self.read_pending(conn)
     self.pump(conn)
 

@@ -28,10 +28,9 @@ import os
 import resource
 import selectors
 import socket
-import ssl
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import zmq
 
@@ -45,9 +44,13 @@ from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context
 from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
-from shardq.processes.shard.core import ShardCore, ShardServer
+from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.ops import COUNTS
+from shardq.processes.shard.server import ShardServer
 from shardq.protocol.stats_keys import CMD_KEYS
+
+if TYPE_CHECKING:
+    import ssl
 
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
 ZMQ_EVENTS = int(zmq.EVENTS)

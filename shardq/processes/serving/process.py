@@ -12,14 +12,17 @@ import os
 import selectors
 import signal
 import socket
-import ssl
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from shardq.processes.common import live, wakeup
 from shardq.processes.common.settings import ServingSettings
 from shardq.processes.serving import handoff
 from shardq.processes.serving.loop import ServingProcess
 from shardq.processes.shard.core import ShardCore
+
+if TYPE_CHECKING:
+    import ssl
 
 
 def main(settings: ServingSettings, hosted: ShardCore | None, tls: ssl.SSLContext | None) -> None:

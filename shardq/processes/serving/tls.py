@@ -12,10 +12,10 @@ connection.
 from __future__ import annotations
 
 import logging
-import ssl
 import time
 from typing import TYPE_CHECKING
 
+from shardq.processes.common.door import tls_not_now
 from shardq.processes.serving import shedding
 from shardq.processes.serving.conn import CLOSED, Conn
 from shardq.processes.serving.handoff import MAX_MOVES
@@ -54,9 +54,9 @@ def handshake(self: ServingProcess, conn: Conn) -> bool:
     client certificate, not TLS at all) closes the connection, logged at DEBUG."""
     try:
         conn.sock.do_handshake()  # type: ignore[attr-defined]
-    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-        return False
-    except (ssl.SSLError, OSError) as e:
+    except OSError as e:  # ssl.SSLError is one
+        if tls_not_now(e):
+            return False
         self.tls_failed += 1
         log.debug("connection %d: TLS handshake failed: %s", conn.id, e)
         self.close(conn)
@@ -89,10 +89,9 @@ def read_pending(self: ServingProcess, conn: Conn) -> None:
     while conn.phase is not CLOSED and sock.pending():  # type: ignore[attr-defined]
         try:
             n = sock.recv_into(self.rbuf)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            return
-        except OSError:
-            self.close(conn)
+        except OSError as e:
+            if not tls_not_now(e):
+                self.close(conn)
             return
         if not n or not shedding.take_input(self, conn, self.rview[:n]):
             return

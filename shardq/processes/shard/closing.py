@@ -20,7 +20,6 @@ restart (RESET) ends its holds; HOLD_S ends any hold that is never lifted.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from shardq.cluster.routing import origin_of
@@ -34,10 +33,15 @@ HOLD_S = 1.0  #: the longest a close holds its tubes if its UNHOLD never comes
 HOLD_NS = int(HOLD_S * 1e9)
 
 
-@dataclass(slots=True)
 class Hold:
+    __slots__ = ("tubes", "until")
+
     tubes: list[str]  # the tubes the closed connection's jobs went back to
     until: int  # monotonic ns: lifted by then whatever happens
+
+    def __init__(self, tubes: list[str], until: int) -> None:
+        self.tubes = tubes
+        self.until = until
 
 
 class Closing:

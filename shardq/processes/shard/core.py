@@ -1,15 +1,10 @@
-"""A shard: one Engine with its write-ahead log and event log, and the ROUTER loop around it.
+"""A shard: one Engine with its write-ahead log and event log.
 
 `ShardCore` is the shard without a socket: it applies requests (wire.py's shapes) to the
 engine, remembers which peer waits for which reserve, commits the log once per turn and
-knows when it next has to wake up. Two shells drive it: `ShardServer`, the ZeroMQ ROUTER
-loop of a shard process, and the serving process, which can host a shard in its own process so
-that commands for that shard's tubes take no hop (serving process.py).
-
-Each message is a batch of requests from the serving process or the coordinator; the replies
-to one batch, plus whatever the engine has to say on its own (a waiter served, a
-reserve timing out), go back as one batch per peer. Timers are the engine's: the loop
-sleeps until the engine's next wake-up or the next message, whichever comes first.
+knows when it next has to wake up. Two shells drive it: `ShardServer` (server.py), the
+ZeroMQ ROUTER loop of a shard process, and the serving process, which can host a shard in
+its own process so that commands for that shard's tubes take no hop (serving/process.py).
 """
 
 from __future__ import annotations
@@ -20,16 +15,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import zmq
-
 from shardq.cluster import wire
 from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
-from shardq.processes.common import lifeline, live, quota, wakeup
+from shardq.processes.common import live, outofmemory, quota
 from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
-from shardq.processes.common.zmqctx import context, stranger
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.holding import Holding, Outbox
@@ -43,8 +35,6 @@ from shardq.storage.wal import Wal
 log = logging.getLogger(__name__)
 
 LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
-MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
-MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
 
 #: ops that settling (a restarted shard, processes/shard/settling.py) holds, drops or counts
 SETTLING_OPS = frozenset(
@@ -145,12 +135,17 @@ class ShardCore(Holding):
             payload = self.failed(req[0], req[1], e)
         return None if payload is None else [req[1], *payload]
 
-    def handle_into(self, peer: bytes, req: list[Any], now: int, out: Outbox) -> None:
+    def handle_into(self, peer: bytes, req: list[Any] | wire.Unread, now: int, out: Outbox) -> None:
         """Apply one request and put its reply, and the events it caused, into `out` in the
         order they happened. The order matters: a put that serves an offer-mode waiter and
         a CANCEL of that waiter in the same batch must reach the serving process as OFFER, then
-        CANCELLED, or the serving process would think no offer could follow and strand the job."""
-        reply = self.handle(peer, req, now)
+        CANCELLED, or the serving process would think no offer could follow and strand the job.
+        A request that could not be decoded for want of memory is answered OUT_OF_MEMORY."""
+        if isinstance(req, wire.Unread):
+            op = -1 if req.op is None else req.op  # a request's is never None
+            reply: list[Any] | None = [req.rid, *self.failed(op, req.rid, MemoryError())]
+        else:
+            reply = self.handle(peer, req, now)
         if reply is not None:
             out.setdefault(peer, []).append(reply)
         if self.engine.events:
@@ -251,8 +246,12 @@ class ShardCore(Holding):
     def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
         """The payload for a request that raised: INTERNAL_ERROR to its client, or
         OUT_OF_MEMORY when memory ran out (what beanstalkd answers then)."""
-        log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
-        answer = proto.OUT_OF_MEMORY if isinstance(error, MemoryError) else proto.INTERNAL_ERROR
+        if isinstance(error, MemoryError):
+            outofmemory.note(f"shard {self.index}: a request, answered OUT_OF_MEMORY")
+            answer = proto.OUT_OF_MEMORY
+        else:
+            log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
+            answer = proto.INTERNAL_ERROR
         if op in (ops.RESERVE, ops.RESERVE_JOB):
             return [FINAL, answer]
         return [answer, 0]
@@ -370,76 +369,3 @@ class ShardCore(Holding):
             self.wal.close()
         if self.event_log is not None:
             self.event_log.close()
-
-
-class ShardServer:
-    """A shard process: a ZeroMQ ROUTER socket around a ShardCore."""
-
-    def __init__(self, core: ShardCore, endpoint: str) -> None:
-        self.core = core
-        self.ctx = context()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.linger = 0
-        self.sock.bind(endpoint)
-        self.poller = zmq.Poller()
-        self.poller.register(self.sock, zmq.POLLIN)
-        self.wakeup = -1  # see `watch_signals`
-
-    def watch_signals(self) -> None:
-        """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
-        shard hosted in a serving process (whose loop polls its own pipe)."""
-        self.wakeup = wakeup.install()
-        self.poller.register(self.wakeup, zmq.POLLIN)
-
-    def receive(self) -> list[tuple[bytes, list[Any]]]:
-        """The batches the socket holds (a bounded number of messages), with their peers."""
-        batches = []
-        for _ in range(MAX_MESSAGES_PER_TURN):
-            try:
-                peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
-            if stranger(peer):
-                continue
-            try:
-                batches.append((peer, wire.unpack(data)))
-            except ValueError:
-                log.warning("shard %d: dropped a malformed message", self.core.index)
-        return batches
-
-    def handle(self, batches: list[tuple[bytes, list[Any]]], now: int, out: Outbox) -> None:
-        handle_into = self.core.handle_into
-        for peer, batch in batches:
-            for req in batch:
-                handle_into(peer, req, now, out)
-
-    def take_messages(self, now: int, out: Outbox) -> None:
-        """Handle what the socket holds (a bounded number of messages) into `out`."""
-        self.handle(self.receive(), now, out)
-
-    def send_replies(self, out: dict[bytes, list]) -> None:
-        for peer, replies in out.items():
-            if replies:
-                self.sock.send_multipart([peer, wire.pack(replies)])
-
-    def turn(self, timeout_ms: int | None) -> None:
-        core = self.core
-        out: dict[bytes, list] = {}
-        if self.poller.poll(timeout_ms):
-            if self.wakeup >= 0:
-                wakeup.drain(self.wakeup)
-            now = time.monotonic_ns()
-            core.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
-            self.take_messages(now, out)
-        core.take_events(time.monotonic_ns(), out)
-        core.commit()  # before any reply: an answered change is in the log
-        self.send_replies(out)
-
-    def serve_forever(self) -> None:
-        while True:
-            lifeline.check()
-            wake = self.core.next_wakeup()
-            timeout = MAX_SLEEP_MS
-            if wake is not None:
-                timeout = min(MAX_SLEEP_MS, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
-            self.turn(timeout)

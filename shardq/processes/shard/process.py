@@ -14,7 +14,8 @@ from shardq.engine.policy import Policies
 from shardq.processes.common import live, wakeup
 from shardq.processes.common.settings import Common, ShardSettings, Store
 from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.shard.core import ShardCore, ShardServer
+from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.server import ShardServer
 from shardq.storage.copy_ids import CopyIds
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
@@ -33,7 +34,9 @@ def open_core(store: Store, common: Common) -> ShardCore:
     owns_default = default_shard(shards) == index
     policies = Policies(common.tubes) if common.tubes else None
     core = ShardCore(index, owns_default, events, wal, origins, store.metrics, policies)
-    core.engine.shard_index = index if shards > 1 else None  # stats-tube's `shard`
+    # stats-tube's `shard` key: asked for (it is not beanstalkd's: greenstalk's own suite
+    # compares the whole answer), and only with several shards
+    core.engine.shard_index = index if shards > 1 and store.stats_tube_shard else None
     if store.wal_dir is not None:
         mark = os.path.join(store.wal_dir, "copy-ids")
     else:

@@ -25,7 +25,7 @@ from typing import Any
 from shardq.log import setup as setup_logging
 from shardq.processes.common import live, memreport
 from shardq.processes.common.door import make_gate
-from shardq.processes.common.procname import label_of_comm
+from shardq.processes.common.procname import label_of_comm, set_title
 from shardq.processes.common.settings import (
     BunqueueSettings,
     CoordinatorSettings,
@@ -158,6 +158,7 @@ def raise_fd_limit() -> None:
 def main(settings: RoleSettings) -> None:
     die_with_parent()
     common, label = settings.common, settings.label
+    set_title(f"shardq: {label}")
     setup_logging(label, common.verbose, common.log_level, common.log_format)
     raise_fd_limit()
     log.info("started (pid %d)", os.getpid())

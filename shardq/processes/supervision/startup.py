@@ -22,9 +22,7 @@ import os
 import pwd
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from shardq.processes.supervision.spawn import import_root
@@ -34,11 +32,17 @@ class StartupError(Exception):
     """A start-up check failed; str() is one line naming the option and the problem."""
 
 
-@dataclass(frozen=True)
 class Account:
+    __slots__ = ("name", "uid", "gid")
+
     name: str
     uid: int
     gid: int
+
+    def __init__(self, name: str, uid: int, gid: int) -> None:
+        self.name = name
+        self.uid = uid
+        self.gid = gid
 
 
 def find_user(name: str) -> Account:
@@ -106,6 +110,8 @@ def check_dir(path: str) -> str | None:
                 where = "" if directory == target else f"{directory}: "
                 return f"{path} cannot be created: {where}{e.strerror}"
             created.append(directory)
+        import tempfile  # here, with a directory to check: not at every start (≈ 5 ms)
+
         try:
             with tempfile.TemporaryFile(dir=target):
                 pass
@@ -236,6 +242,20 @@ def _lock_dir(where: str, path: str, account: Account | None) -> int:
         os.fchown(fd, account.uid, account.gid)
     os.set_inheritable(fd, True)
     return fd
+
+
+def private_temp_dir(prefix: str) -> str:
+    """A new directory that only we can use, under $TMPDIR (else $TEMP, $TMP, /tmp), named
+    `prefix` and random characters: what tempfile.mkdtemp makes, without importing tempfile
+    (≈ 5 ms of every start). OSError if none can be made."""
+    base = os.environ.get("TMPDIR") or os.environ.get("TEMP") or os.environ.get("TMP") or "/tmp"
+    while True:
+        path = os.path.join(base, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
 
 
 def make_private(where: str, path: str) -> None:

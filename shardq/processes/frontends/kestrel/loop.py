@@ -39,6 +39,7 @@ def next_parsed(s: Session) -> k.Command | None:
 
 class Frontend(FrontendLoop):
     UNAVAILABLE = r.UNAVAILABLE
+    OUT_OF_MEMORY = r.OUT_OF_MEMORY
 
     def __init__(self, settings: KestrelSettings, supervisor: int) -> None:
         """`supervisor`: who gets SIGHUP on `reload`."""

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from shardq.processes.common import outofmemory
 from shardq.processes.frontends.beanstalk import (
     Result,
     line,
@@ -142,11 +143,15 @@ def do_adds(front: Frontend, s: Session, cmds: list[a.Add]) -> Task:
         answers.append(r.OK)
     try:
         front.journal_many([rec for j in kept for rec in (j.fixed, j.changed())])
-    except OSError as e:  # not kept: not accepted
+    except (OSError, MemoryError) as e:  # not kept: not accepted
         for j in kept:
             yield from retire(front, s, j)
             front.registry.drop(j)
-        error = r.server_error(f"journal: {e.strerror}")
+        if isinstance(e, OSError):
+            error = r.server_error(f"journal: {e.strerror}")
+        else:
+            outofmemory.note(f"session {s.id}'s adds, written to the journal; answered so")
+            error = r.OUT_OF_MEMORY
         answers = [error if answer == r.OK else answer for answer in answers]
     return b"".join(answers)
 

@@ -42,6 +42,7 @@ class Frontend(RegisteredLoop):
     UNAVAILABLE = workq_replies.UNAVAILABLE
     NAME = "workq"
     registry: Registry
+    OUT_OF_MEMORY = workq_replies.OUT_OF_MEMORY
 
     def __init__(self, settings: WorkqSettings) -> None:
         s = settings
@@ -83,18 +84,19 @@ class Frontend(RegisteredLoop):
             self.book.append_many(records)
 
     def changed(self, j: WorkqJob) -> None:
-        """Write a job's moving fields (a disk error is logged: the job goes on in memory)."""
+        """Write a job's moving fields (a disk error, or memory short, is logged: the job goes on
+        in memory)."""
         try:
             self.journal(j.changed())
-        except OSError as e:
-            log.error("workq journal: %s", e)
+        except (OSError, MemoryError) as e:
+            log.error("workq journal: %s", e or "out of memory")
 
     def forget(self, j: WorkqJob) -> None:
         self.registry.drop(j)
         try:
             self.journal(Dropped(j.id))
-        except OSError as e:
-            log.error("workq journal: %s", e)
+        except (OSError, MemoryError) as e:
+            log.error("workq journal: %s", e or "out of memory")
         self.notify(j.id)
 
     def fail_for_good(self, j: WorkqJob) -> None:

@@ -1,0 +1,124 @@
+"""A shard's ZeroMQ shell: the ROUTER socket around a `ShardCore` (core.py), and the loop of a
+shard process.
+
+Each message is a batch of requests from a serving process or the coordinator; the replies
+to one batch, plus whatever the engine has to say on its own (a waiter served, a reserve
+timing out), go back as one batch per peer. Timers are the engine's: the loop sleeps until
+the engine's next wake-up or the next message, whichever comes first. A serving process
+that hosts the shard drives the same socket from its own loop (serving/loop.py).
+
+Out of memory (processes/common/outofmemory.py) nothing is lost: a batch that cannot be
+unpacked whole is decoded request by request, a request that still cannot be is answered
+OUT_OF_MEMORY (`wire.unpack_requests`), and replies that cannot be packed wait for the
+next turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import zmq
+
+from shardq.cluster import wire
+from shardq.processes.common import lifeline, outofmemory, wakeup
+from shardq.processes.common.zmqctx import context, stranger
+from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.holding import Outbox
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
+MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
+RETRY_SEND_MS = 50  #: how soon replies that memory was short to pack are tried again
+
+
+class ShardServer:
+    """A shard process: a ZeroMQ ROUTER socket around a ShardCore."""
+
+    def __init__(self, core: ShardCore, endpoint: str) -> None:
+        self.core = core
+        self.ctx = context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.linger = 0
+        self.sock.bind(endpoint)
+        self.poller = zmq.Poller()
+        self.poller.register(self.sock, zmq.POLLIN)
+        self.wakeup = -1  # see `watch_signals`
+        #: replies not sent yet: a turn that ran out of memory leaves them to the next
+        self.out: Outbox = {}
+
+    def watch_signals(self) -> None:
+        """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
+        shard hosted in a serving process (whose loop polls its own pipe)."""
+        self.wakeup = wakeup.install()
+        self.poller.register(self.wakeup, zmq.POLLIN)
+
+    def receive(self) -> list[tuple[bytes, list[Any]]]:
+        """The batches the socket holds (a bounded number of messages), with their peers;
+        a request that memory was short to decode comes as `wire.Unread`."""
+        batches = []
+        for _ in range(MAX_MESSAGES_PER_TURN):
+            try:
+                peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if stranger(peer):
+                continue
+            try:
+                batches.append((peer, wire.unpack_requests(data)))
+            except ValueError:
+                log.warning("shard %d: dropped a malformed message", self.core.index)
+        return batches
+
+    def handle(self, batches: list[tuple[bytes, list[Any]]], now: int, out: Outbox) -> None:
+        handle_into = self.core.handle_into
+        for peer, batch in batches:
+            for req in batch:
+                handle_into(peer, req, now, out)
+
+    def take_messages(self, now: int, out: Outbox) -> None:
+        """Handle what the socket holds (a bounded number of messages) into `out`."""
+        self.handle(self.receive(), now, out)
+
+    def send_replies(self, out: Outbox) -> None:
+        """Each peer's replies as one batch; out of memory, one reply a batch, and what
+        still cannot be packed stays in `out` for the next turn (no reply is lost)."""
+        for peer in list(out):
+            replies = out[peer]
+            try:
+                if replies:
+                    self.sock.send_multipart([peer, wire.pack(replies)])
+                del out[peer]
+            except MemoryError:
+                while replies:
+                    self.sock.send_multipart([peer, wire.pack(replies[:1])])
+                    del replies[0]
+
+    def turn(self, timeout_ms: int | None) -> None:
+        core = self.core
+        out = self.out  # kept across a turn that ran out of memory
+        if self.poller.poll(timeout_ms):
+            if self.wakeup >= 0:
+                wakeup.drain(self.wakeup)
+            now = time.monotonic_ns()
+            core.engine.tick(now)  # timers first: a pause that ended serves its oldest waiter
+            self.take_messages(now, out)
+        core.take_events(time.monotonic_ns(), out)
+        core.commit()  # before any reply: an answered change is in the log
+        self.send_replies(out)
+
+    def serve_forever(self) -> None:
+        while True:
+            lifeline.check()
+            outofmemory.guard(self.next_turn)
+
+    def next_turn(self) -> None:
+        """A turn that sleeps until the next message or timer, or until replies that a
+        turn out of memory left are tried again."""
+        wake = self.core.next_wakeup()
+        timeout = RETRY_SEND_MS if self.out else MAX_SLEEP_MS
+        if wake is not None:
+            timeout = min(timeout, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
+        self.turn(timeout)
