@@ -79,6 +79,7 @@ class BqJob:
     opts: JobSpec
     state: str = WAITING
     job: int = 0  # its beanstalk job while it waits in its tube (0: none)
+    pulled_as: int = 0  # the beanstalk job it was last pulled as (known after a crash too)
     attempts: int = 0
     started: float | None = None
     completed: float | None = None
@@ -204,6 +205,8 @@ class Registry:
 
     def drop(self, j: BqJob) -> None:
         self.unqueue(j)
+        if self.by_job.get(j.pulled_as) == j.id:
+            del self.by_job[j.pulled_as]
         self.unhold(j)
         self.free_key(j)
         if self.jobs.pop(j.id, None) is not None:
@@ -231,7 +234,7 @@ class Registry:
         """Session `sid` took the job (reserved from its tube: `by_job` keeps naming it
         until the delete is answered — `deleted` — so that if that session goes first and
         the reservation comes back to the tube, the job is known, not taken for a new one)."""
-        j.job = 0
+        j.pulled_as, j.job = j.job, 0
         j.move("pull")
         j.started = j.heartbeat = now
         j.holder = sid

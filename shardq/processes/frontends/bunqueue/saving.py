@@ -29,6 +29,7 @@ KEPT = [
     "run_at",
     "state",
     "job",
+    "pulled_as",
     "attempts",
     "started",
     "completed",
@@ -87,6 +88,8 @@ def replay(reg: Registry, records: list[Record]) -> None:
     done = sorted((j for j in reg.jobs.values() if j.state == COMPLETED), key=completed_at)
     reg.completed.extend(j.id for j in done)
     for j in reg.jobs.values():
+        if j.pulled_as:  # its delete may not have been done: if it comes back, it is known
+            reg.by_job[j.pulled_as] = j.id
         if j.job:
             reg.by_job[j.job] = j.id
         if j.state == ACTIVE:  # its connection is gone
