@@ -95,7 +95,24 @@ def test_the_ts_sdk_flow_goes_as_on_bunqueue(bunqueue_server, real_bunqueue, sha
     want = ts_flow(real_bunqueue())
     got = ts_flow(bunqueue_server(shards).bunqueue)
     assert want["processed"] == 100 and want["flakyAttempts"] == 1  # the flow itself
+    assert got.pop("queue") != want.pop("queue")
     assert got == want
+
+
+def test_the_ts_sdk_flow_goes_on_across_a_restart_with_b(bunqueue_server, tmp_path) -> None:
+    """The flow with -b, a restart, the flow again: the first run's jobs, results and
+    counts are still there, and the second run goes as the first."""
+    extra = ("-b", str(tmp_path / "wal"))
+    first = bunqueue_server(1, extra)
+    before = ts_flow(first.bunqueue)
+    assert first.stop() == 0
+    server = bunqueue_server(1, extra)
+    after = ts_flow(server.bunqueue)
+    c = Raw(server.bunqueue)
+    counts = c.call("GetJobCounts", queue=before.pop("queue"))["counts"]
+    assert counts == before["counts"] and counts["completed"] == 100
+    after.pop("queue")
+    assert after == before
 
 
 @pytest.mark.parametrize("shards", SHARDS)

@@ -62,6 +62,7 @@ const sample = await queue.getJob(ids[13]);
 const counts = await queue.getJobCounts();
 console.log(
   JSON.stringify({
+    queue: queueName,
     distinct: new Set(ids).size,
     processed: processed.size,
     runs: [...processed.values()].reduce((a, b) => a + b, 0),
