@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import heapq
 import random
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardq.processes.frontends.bunqueue.ids import Ids
 from shardq.protocol.bunqueue_args import JobSpec
 
 WAITING, DELAYED, ACTIVE = "waiting", "delayed", "active"
@@ -44,28 +44,6 @@ MAX_COMPLETED = 50_000
 
 class BadStep(Exception):
     pass
-
-
-_last_ms = 0
-_seq = 0
-
-
-def uuid7(now_ms: int) -> str:
-    """A UUIDv7 (time-ordered; within a millisecond, a counter keeps the order)."""
-    global _last_ms, _seq
-    if now_ms <= _last_ms:
-        now_ms, _seq = _last_ms, _seq + 1
-    else:
-        _seq = random.getrandbits(8)
-    _last_ms = now_ms
-    rand = random.getrandbits(62)
-    value = (now_ms << 80) | (0x7 << 76) | ((_seq & 0xFFF) << 64) | (0b10 << 62) | rand
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
-
-def token() -> str:
-    return uuid7(time.time_ns() // 1_000_000)
 
 
 @dataclass(slots=True)
@@ -128,6 +106,7 @@ def retry_delay(j: BqJob, rand: float) -> float:
 class Registry:
     def __init__(self) -> None:
         self.jobs: dict[str, BqJob] = {}
+        self.ids = Ids()
         self.by_job: dict[int, str] = {}  # beanstalk id -> job id, while queued
         self.by_custom: dict[str, str] = {}
         self.unique: dict[tuple[str, str], str] = {}  # (queue, uniqueKey) -> job id
@@ -162,7 +141,7 @@ class Registry:
 
     def add(self, queue: str, spec: JobSpec, now: float) -> BqJob:
         created = spec.timestamp if spec.timestamp is not None else now
-        ident = spec.custom_id or uuid7(int(now))
+        ident = spec.custom_id or self.ids.uuid7(int(now))
         j = BqJob(ident, queue, spec.name, spec.data, created, created + spec.delay, spec)
         j.heartbeat = created
         self.index(j)
@@ -242,7 +221,7 @@ class Registry:
         self.totals["pulled"] += 1
         j.owner, j.token = owner, None
         if owner:
-            j.token, j.lock_ttl = token(), lock_ttl
+            j.token, j.lock_ttl = self.ids.token(), lock_ttl
             self.lock(j, lock_ttl, now)
 
     def deleted(self, jobs: list[int]) -> None:
