@@ -3,7 +3,8 @@
 Each process calls `setup(role, verbose)` once at its start (the supervisor, every child,
 `shardq bench`); modules log through ``logging.getLogger(__name__)`` and never configure
 handlers themselves. A line reads ``2026-11-27T03:10:00.123Z shardq[serving] WARNING
-message`` (the time in UTC, as journald-less users expect; journald adds its own).
+message`` (the time in UTC, as journald-less users expect; journald adds its own); a
+command run by hand (`shardq analyze`, `shardq bench`) writes ``shardq[analyze] ERROR ...``.
 
 `verbose` is the config's `verbose` (`-V` counts): 0 shows warnings and errors, 1 (`-V`)
 adds INFO, 2 and more (`-VV`) DEBUG; the config's `log.level` (debug, info, warning,
@@ -73,9 +74,16 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+#: the roles of commands run by hand (`shardq analyze`, `shardq bench`, the stub): their
+#: lines are a terminal's, without the time a server's log lines start with
+COMMANDS = frozenset({"analyze", "bench", "stub"})
+
+
 def line_format(role: str) -> str:
-    """The format of one line of `role`'s log (`%` in a role is kept literally)."""
-    return f"%(asctime)s shardq[{role.replace('%', '%%')}] %(levelname)s %(message)s"
+    """The format of one line of `role`'s log (`%` in a role is kept literally): a server
+    process's lines start with the time, a command's do not."""
+    line = f"shardq[{role.replace('%', '%%')}] %(levelname)s %(message)s"
+    return line if role in COMMANDS else f"%(asctime)s {line}"
 
 
 def setup(role: str, verbose: int, level: str | None = None, fmt: str = "text") -> None:

@@ -32,8 +32,8 @@ from shardq.bench.procs import (
     kill_pids,
     listening_port,
     metrics_port,
-    pids_mentioning,
     read_lines,
+    session_members,
     terminate,
     workq_port,
 )
@@ -117,7 +117,7 @@ def doors(tmp_path: Path) -> Iterator[Callable[..., Server]]:
         terminate(server.proc, 10, group=True)
         if server.proc.poll() is None:
             kill_group(server.proc)
-        kill_pids(pids_mentioning(str(server.run_dir)))
+        kill_pids(session_members(server.proc.pid))
         assert server.proc.stdout is not None
         server.proc.stdout.close()
 
@@ -154,7 +154,7 @@ def test_every_door_closes_clients_from_elsewhere(doors) -> None:
 def test_a_sighup_takes_a_new_allow_list_to_every_door(doors, tmp_path: Path) -> None:
     conf = tmp_path / "shardq.yaml"
     conf.write_text("allow: []\n")
-    server = doors(("kestrel", "workq", "metrics"), ("--config", str(conf)))
+    server = doors(("kestrel", "workq", "metrics"), ("--config", str(conf), "-V"))
     everyone = ("beanstalk", "kestrel", "workq", "metrics")
     assert all(served(server, door, ELSEWHERE) for door in everyone)
     conf.write_text(f"allow: [10.0.0.0/8, {ALLOWED}/32]\n")
