@@ -2,7 +2,7 @@
 named function that applies it and its properties (`declare`). Everything else is derived
 from these declarations: the dispatch (`ShardCore.apply` looks the op up in `OPS`), what
 is fire-and-forget (`NO_REPLY`), what a connection may pipeline (`PIPELINED`) and what
-a settling shard or a close's hold keeps back (`HELD`).
+a settling shard or a close's hold keeps back (`Op.held`).
 
 A request is `wire.Request` (op, rid, conn, args); its `args` are read with the op's
 shape (``PutArgs._make(req.args)``, done once by `Op.apply`). A handler gets what it
@@ -340,4 +340,3 @@ UNHOLD = declare(29, "UNHOLD", NoArgs, core=special.unhold, replies=False)
 
 NO_REPLY = frozenset(n for n, op in OPS.items() if not op.replies)  #: fire-and-forget
 PIPELINED = frozenset(n for n, op in OPS.items() if op.pipelined)
-HELD = frozenset(n for n, op in OPS.items() if op.held)
