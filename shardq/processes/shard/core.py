@@ -39,6 +39,7 @@ from shardq.processes.shard.ops import OPS, Payload
 from shardq.processes.shard.settling import Settling
 from shardq.processes.shard.special import ReserveArgs
 from shardq.protocol import proto
+from shardq.protocol.replies import put_reply
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
 
@@ -199,7 +200,7 @@ class ShardCore(Holding):
         if not self.admit(tube, len(body)):
             return proto.OUT_OF_MEMORY
         try:
-            return self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
+            return put_reply(job_id, self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
         except Exception as e:  # one bad request must not take the shard down
             return self.failure(ops.PUT, 0, e)
 

@@ -27,6 +27,7 @@ from shardq.cluster.wire import Request
 from shardq.engine.engine import FINAL, Engine
 from shardq.processes.shard import special
 from shardq.processes.shard.special import DisconnectArgs, NoArgs, Payload, PutArgs, ReserveArgs
+from shardq.protocol.replies import kicked
 
 if TYPE_CHECKING:
     from shardq.processes.shard.core import ShardCore
@@ -236,7 +237,7 @@ class KickArgs(NamedTuple):
 
 
 def op_kick(e: Engine, conn: int, a: KickArgs, now: int) -> Payload:
-    return [e.kick(a.tube, a.bound, now)]
+    return [kicked(e.kick(a.tube, a.bound, now))]
 
 
 KICK = declare(17, "KICK", KickArgs, op_kick, pipelined=True)

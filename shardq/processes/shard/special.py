@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from shardq.cluster.routing import origin_of
 from shardq.cluster.wire import Request
 from shardq.engine.engine import CANCELLED, WAITING, Engine
-from shardq.protocol import proto
+from shardq.protocol import proto, replies
 
 if TYPE_CHECKING:
     from shardq.processes.shard.core import ShardCore
@@ -37,7 +37,8 @@ def put(core: ShardCore, peer: bytes, req: Request, a: PutArgs, now: int) -> Pay
     """Admitted (`ShardCore.admit`): the engine's answer; else OUT_OF_MEMORY, not taken."""
     if not core.admit(a.tube, len(a.body)):
         return [proto.OUT_OF_MEMORY]
-    return [core.engine.put(a.job_id, a.seq, a.tube, a.pri, a.delay, a.ttr, a.body, now)]
+    taken = core.engine.put(a.job_id, a.seq, a.tube, a.pri, a.delay, a.ttr, a.body, now)
+    return [replies.put_reply(a.job_id, taken)]
 
 
 class ReserveArgs(NamedTuple):
