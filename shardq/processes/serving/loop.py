@@ -371,7 +371,7 @@ class ServingProcess:
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
         if server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN:
             batches = server.receive()  # from the coordinator, or another serving process
-            if any(op == COUNTS for _peer, batch in batches for op, *_ in batch):
+            if any(Request._make(r).op == COUNTS for _peer, batch in batches for r in batch):
                 # a `stats` counts what happened before it: take in what the clients sent
                 # before the question reached us (a close on another connection, say)
                 self.handle_events(self.sel.select(0))

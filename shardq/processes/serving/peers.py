@@ -240,7 +240,7 @@ def on_replies(self: ServingProcess, batch: Sequence[Reply] | Sequence[Sequence[
         self.inflight.pop(rid, None)
         entry = self.pending.pop(rid, None)
         if entry is None:
-            if len(payload) == len(Offer._fields) and Offer._make(payload).kind == OFFER:
+            if len(payload) == len(Offer._fields):
                 self.decline_stray(Offer._make(payload))
             continue
         conn, done = entry
@@ -256,6 +256,6 @@ def decline_stray(self: ServingProcess, offer: Offer) -> None:
     and cancels are ordered, so this should not happen; if it does, a job must not stay
     offered to a connection that is not waiting for it."""
     shard = self.job_shard(offer.job_id)
-    if shard is not None:
+    if offer.kind == OFFER and shard is not None:
         decline = Request(ops.DECLINE, 0, offer.conn, JobArg(offer.job_id))
         self.outq.setdefault(shard, []).append(decline)
