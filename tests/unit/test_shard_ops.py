@@ -10,7 +10,7 @@ from shardq.cluster import wire
 from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import FINAL
 from shardq.processes.shard import ops
-from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.core import Outbox, ShardCore, ShardServer
 from shardq.protocol import proto
 
 
@@ -80,3 +80,16 @@ def test_a_malformed_request_is_answered_in_its_op_s_reply_shape(
     assert reply == Reply(4, failed)
     ok = core.handle(b"peer", Request(ops.PEEK, 5, 7, ops.JobArg(1)), 1)
     assert ok == Reply(5, [proto.NOT_FOUND])  # and the shard goes on
+
+
+def test_a_request_that_is_not_a_request_is_dropped_and_the_shard_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = ShardServer.__new__(ShardServer)  # its loop's handling, without a socket
+    server.core = ShardCore(0, owns_default=True)
+    out: Outbox = {}
+    peek = [ops.PEEK, 5, 7, [1]]
+    with caplog.at_level(logging.WARNING):
+        server.handle([(b"peer", [[ops.PEEK, 4], peek])], 1, out)
+    assert out == {b"peer": [Reply(5, [proto.NOT_FOUND])]}
+    assert "dropped a malformed request" in caplog.text

@@ -369,8 +369,13 @@ class ShardServer:
         handle_into = self.core.handle_into
         make = Request._make
         for peer, batch in batches:
-            for req in batch:
-                handle_into(peer, make(req), now, out)
+            for raw in batch:
+                try:
+                    req = make(raw)
+                except TypeError:  # not four fields: no rid to answer it under
+                    log.warning("shard %d: dropped a malformed request", self.core.index)
+                    continue
+                handle_into(peer, req, now, out)
 
     def take_messages(self, now: int, out: Outbox) -> None:
         """Handle what the socket holds (a bounded number of messages) into `out`."""
