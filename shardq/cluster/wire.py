@@ -112,7 +112,9 @@ def unpack_handoff(data: bytes | memoryview) -> Handoff | tuple[int, int]:
     raise ValueError(f"not a handoff datagram: kind {kind!r}")
 
 
-def pack(batch: Sequence[Request] | Sequence[Reply]) -> bytes:
+def pack(batch: Sequence[Request] | Sequence[tuple[int, Sequence[Any]]]) -> bytes:
+    """A batch of requests, or of replies (`Reply`s, or the (rid, payload) pairs a shard
+    builds)."""
     return _packer.pack(batch)
 
 

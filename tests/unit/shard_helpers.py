@@ -4,9 +4,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from shardq.cluster.wire import Reply, Request
+from shardq.cluster.wire import Request
 from shardq.processes.shard.holding import Outbox
 
 
@@ -14,8 +15,10 @@ def req(op: int, rid: int, conn: int, *args: Any) -> Request:
     return Request(op, rid, conn, list(args))
 
 
-def flat_reply(reply: Reply) -> list[Any]:
-    return [reply.rid, *reply.payload]
+def flat_reply(reply: tuple[int, Sequence[Any]]) -> list[Any]:
+    """A reply (a `Reply`, or a shard's (rid, payload) pair) as ``[rid, *payload]``."""
+    rid, payload = reply
+    return [rid, *payload]
 
 
 def flat(out: Outbox) -> dict[bytes, list[list[Any]]]:

@@ -23,7 +23,7 @@ from typing import Any
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.wire import Reply, Request
+from shardq.cluster.wire import Request
 from shardq.engine.engine import Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
@@ -33,7 +33,7 @@ from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.common.zmqctx import context, stranger
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
-from shardq.processes.shard.holding import Holding, Outbox
+from shardq.processes.shard.holding import Answered, Holding, Outbox
 from shardq.processes.shard.logfault import LogFault
 from shardq.processes.shard.ops import OPS, Payload
 from shardq.processes.shard.settling import Settling
@@ -130,13 +130,13 @@ class ShardCore(Holding):
         took = time.monotonic() - started
         log.info("shard %d: recovered %d jobs in %.2f s", self.index, len(self.engine.jobs), took)
 
-    def handle(self, peer: bytes, req: Request, now: int) -> Reply | None:
-        """Apply one request; its reply, or None (none, or later)."""
+    def handle(self, peer: bytes, req: Request, now: int) -> Answered | None:
+        """Apply one request; its reply (rid, payload), or None (none, or later)."""
         try:
             payload = self.apply(peer, req, now)
         except Exception as e:  # one bad request must not take the shard down
             payload = self.failed(req.op, req.rid, e)
-        return None if payload is None else Reply(req.rid, payload)
+        return None if payload is None else (req.rid, payload)
 
     def handle_into(self, peer: bytes, req: Request, now: int, out: Outbox) -> None:
         """Apply one request and put its reply, and the events it caused, into `out` in the
@@ -155,14 +155,14 @@ class ShardCore(Holding):
         for rid, payload in events:
             peer = self.waiting_peer.pop(rid, None)
             if peer is not None:
-                out.setdefault(peer, []).append(Reply(rid, payload))
+                out.setdefault(peer, []).append((rid, payload))
         events.clear()
 
     def run(self, op: int, conn: int, args: Sequence[Any], now: int) -> Payload:
         """A plain request/reply op from the hosting serving process: its payload, with no rid or
         peer to carry (the serving process's direct path, see ServingProcess.call)."""
         try:
-            payload = OPS[op].apply(self, LOCAL_PEER, Request(op, 0, conn, args), now)
+            payload = OPS[op].apply(self, LOCAL_PEER, 0, conn, args, now)
         except Exception as e:  # one bad request must not take the shard down
             return self.failed(op, 0, e)
         assert payload is not None, op  # only ops with a reply come this way
@@ -226,7 +226,10 @@ class ShardCore(Holding):
         if self.settling is not None or self.closing.holds:
             args = ReserveArgs(list(tubes), timeout_at, soon_at, False)
             reply = self.handle(LOCAL_PEER, Request(ops.RESERVE, rid, conn, args), now)
-            return None if reply is None else reply.payload
+            if reply is None:
+                return None
+            _rid, held = reply
+            return held
         try:
             payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
         except Exception as e:  # one bad request must not take the shard down
@@ -251,7 +254,7 @@ class ShardCore(Holding):
         op = OPS[req.op]
         if op.held and self.holds(peer, req):
             return None  # answered when settled, or when the tube opens (UNHOLD)
-        return op.apply(self, peer, req, now)
+        return op.apply(self, peer, req.rid, req.conn, req.args, now)
 
     def take_events(self, now: int, out: Outbox) -> None:
         """Run the timers; what the engine answered on its own goes into `out`."""

@@ -5,9 +5,10 @@ them and let them go."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from shardq.cluster.wire import Reply, Request
+from shardq.cluster.wire import Request
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.settling import Settling
 
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("shardq.processes.shard.core")
 
-Outbox = dict[bytes, list[Reply]]  #: peer identity -> replies for it, in order
+#: a reply as the shard builds it: a plain (rid, payload) pair, read as `wire.Reply`
+Answered = tuple[int, Sequence[Any]]
+Outbox = dict[bytes, list[Answered]]  #: peer identity -> replies for it, in order
 
 
 class Holding:

@@ -8,8 +8,8 @@ A request is `wire.Request` (op, rid, conn, args); its `args` are read with the 
 shape (``PutArgs._make(req.args)``, done once by `Op.apply`). A handler gets what it
 needs: most ops only the engine (`engine=`: engine, conn, args, now); the ops that
 change what the shard remembers besides the engine — its waiting reserves' peers, held
-requests, settling, a close's hold — the whole core (`core=`: core, peer, request, args,
-now; shard/special.py). A handler returns the reply payload (a sequence the serving
+requests, settling, a close's hold — the whole core (`core=`: core, peer, rid, conn,
+args, now; shard/special.py). A handler returns the reply payload (a sequence the serving
 process reads by name: `wire.Answer`, engine.Reserved/Offer/Final, `Touched`...), or None
 for no reply (yet).
 
@@ -18,12 +18,11 @@ How to add an op: docs/ARCHITECTURE.md, "How to add a shard op".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.cluster.routing import origin_of
-from shardq.cluster.wire import Request
 from shardq.engine.engine import FINAL, Engine
 from shardq.processes.shard import special
 from shardq.processes.shard.special import DisconnectArgs, NoArgs, Payload, PutArgs, ReserveArgs
@@ -33,13 +32,7 @@ if TYPE_CHECKING:
     from shardq.processes.shard.core import ShardCore
 
 EngineHandler = Callable[[Engine, int, Any, int], Payload | None]
-CoreHandler = Callable[["ShardCore", bytes, Request, Any, int], Payload | None]
-
-
-class Shape(Protocol):
-    """The shape of an op's arguments: a NamedTuple class."""
-
-    def _make(self, iterable: Iterable[Any]) -> Any: ...
+CoreHandler = Callable[["ShardCore", bytes, int, int, Any, int], Payload | None]
 
 
 def answer(reply: bytes) -> Payload:
@@ -58,7 +51,8 @@ class Op:
 
     number: int
     name: str
-    args: Callable[[Sequence[Any]], Any]  #: the shape of its arguments (a NamedTuple's _make)
+    shape: type  #: the shape of its arguments (a NamedTuple class)
+    make: Callable[[Sequence[Any]], Any]  #: the shape's _make (from a list off the wire)
     engine: EngineHandler | None  #: applies it to the engine alone, or
     core: CoreHandler | None  #: applies it to the whole core
     replies: bool  #: answered (False: fire-and-forget)
@@ -67,12 +61,17 @@ class Op:
     #: and while a close holds the tube it would take from (closing.py)
     fail: Callable[[bytes], Payload]  #: its payload when it raised (INTERNAL_ERROR...)
 
-    def apply(self, core: ShardCore, peer: bytes, req: Request, now: int) -> Payload | None:
-        args = self.args(req.args)
+    def apply(
+        self, core: ShardCore, peer: bytes, rid: int, conn: int, args: Sequence[Any], now: int
+    ) -> Payload | None:
+        """Apply the request `rid` of `conn` from `peer`; `args` in its shape already (the
+        hosting serving process's direct call) or as a list off the wire."""
+        if type(args) is not self.shape:
+            args = self.make(args)
         if self.core is not None:
-            return self.core(core, peer, req, args, now)
+            return self.core(core, peer, rid, conn, args, now)
         assert self.engine is not None
-        return self.engine(core.engine, req.conn, args, now)
+        return self.engine(core.engine, conn, args, now)
 
 
 OPS: dict[int, Op] = {}  #: op number -> its declaration
@@ -81,7 +80,7 @@ OPS: dict[int, Op] = {}  #: op number -> its declaration
 def declare(
     number: int,
     name: str,
-    args: Shape,
+    args: type,
     engine: EngineHandler | None = None,
     core: CoreHandler | None = None,
     replies: bool = True,
@@ -91,7 +90,8 @@ def declare(
 ) -> int:
     """Declare an op (one handler: `engine` or `core`); its number, for the senders."""
     assert number not in OPS and (engine is None) != (core is None), name
-    OPS[number] = Op(number, name, args._make, engine, core, replies, pipelined, held, fail)
+    make = args._make  # type: ignore[attr-defined]  # every shape is a NamedTuple
+    OPS[number] = Op(number, name, args, make, engine, core, replies, pipelined, held, fail)
     return number
 
 

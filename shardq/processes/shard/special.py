@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.cluster.routing import origin_of
-from shardq.cluster.wire import Request
 from shardq.engine.engine import CANCELLED, WAITING, Engine
 from shardq.protocol import proto, replies
 
@@ -33,7 +32,7 @@ class PutArgs(NamedTuple):
     body: bytes
 
 
-def put(core: ShardCore, peer: bytes, req: Request, a: PutArgs, now: int) -> Payload:
+def put(core: ShardCore, peer: bytes, rid: int, conn: int, a: PutArgs, now: int) -> Payload:
     """Admitted (`ShardCore.admit`): the engine's answer; else OUT_OF_MEMORY, not taken."""
     if not core.admit(a.tube, len(a.body)):
         return [proto.OUT_OF_MEMORY]
@@ -48,19 +47,19 @@ class ReserveArgs(NamedTuple):
     offer: bool  #: offer mode: a reserve across shards (docs/ARCHITECTURE.md, "Offers")
 
 
-def reserve(core: ShardCore, peer: bytes, req: Request, a: ReserveArgs, now: int) -> Payload | None:
+def reserve(
+    core: ShardCore, peer: bytes, rid: int, conn: int, a: ReserveArgs, now: int
+) -> Payload | None:
     """The engine's answer now, or None: a waiter, answered later as an event to `peer`."""
     engine = core.engine
-    rid = req.rid
-    payload = engine.reserve(req.conn, rid, tuple(a.tubes), now, a.timeout_at, a.soon_at, a.offer)
+    payload = engine.reserve(conn, rid, tuple(a.tubes), now, a.timeout_at, a.soon_at, a.offer)
     if payload is None or payload == [WAITING]:  #: answered later as an event
         core.waiting_peer[rid] = peer
     return payload
 
 
-def cancel(core: ShardCore, peer: bytes, req: Request, a: NoArgs, now: int) -> Payload:
-    """The waiter `req.rid` withdrawn, held or not; [CANCELLED]: no offer of it follows."""
-    rid = req.rid
+def cancel(core: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> Payload:
+    """The waiter `rid` withdrawn, held or not; [CANCELLED]: no offer of it follows."""
     if core.settling is not None and core.settling.held.drop_rid(rid):
         return [CANCELLED]
     if core.closing.deferred.drop_rid(rid):
@@ -76,11 +75,10 @@ class DisconnectArgs(NamedTuple):
 
 
 def disconnect(
-    core: ShardCore, peer: bytes, req: Request, a: DisconnectArgs, now: int
+    core: ShardCore, peer: bytes, rid: int, conn: int, a: DisconnectArgs, now: int
 ) -> Payload | None:
     """Its held requests and waiters go quietly (forget whom they answered to), its jobs
     are ready again; with `hold`, their tubes closed until UNHOLD."""
-    conn = req.conn
     if core.settling is not None:
         core.settling.held.drop_conn(conn)
     engine = core.engine
@@ -94,10 +92,10 @@ def disconnect(
     return None
 
 
-def reset(core: ShardCore, peer: bytes, req: Request, a: NoArgs, now: int) -> None:
+def reset(core: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> None:
     """A restarted serving process (`conn`: its index): its held requests and holds end,
     its connections are forgotten."""
-    origin = origin_of(req.conn)
+    origin = origin_of(conn)
     if core.settling is not None:
         core.settling.drop_origin(origin)
     core.closing.reset(core.engine, origin, now)
@@ -114,16 +112,16 @@ def forget_origin(engine: Engine, origin: int, now: int) -> None:
     engine.forget_connections(now, origin, belongs)
 
 
-def settled(core: ShardCore, peer: bytes, req: Request, a: NoArgs, now: int) -> None:
+def settled(core: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> None:
     """A serving process (`conn`: its index) has claimed its jobs again; nothing to do
     when not settling (a first start, or settled already)."""
     if core.settling is not None:
-        core.settling.settled(req.conn)
+        core.settling.settled(conn)
 
 
-def unhold(core: ShardCore, peer: bytes, req: Request, a: NoArgs, now: int) -> None:
+def unhold(core: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> None:
     """The close of `conn` has its jobs back on every shard: its tubes open."""
-    core.closing.unhold(core.engine, req.conn, now)
+    core.closing.unhold(core.engine, conn, now)
 
 
 class Counts(NamedTuple):
@@ -140,7 +138,7 @@ def shard_counts(engine: Engine, host: dict[str, Any] | None) -> Counts:
     return Counts({**engine.counts(), **engine.log_stats}, usage.ru_utime, usage.ru_stime, host)
 
 
-def counts(core: ShardCore, peer: bytes, req: Request, a: NoArgs, now: int) -> Counts:
+def counts(core: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> Counts:
     """The shard's counts and, from a hosted shard, the serving process's stats fields."""
     host = core.host_fields
     return shard_counts(core.engine, None if host is None else host())
