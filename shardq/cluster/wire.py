@@ -1,16 +1,19 @@
 """The messages between shardq's processes, and their one encoding (msgpack).
 
 Every ZeroMQ message is a batch: a list of requests, or a list of replies. A request is
-``[op, rid, conn, *args]``; a reply is ``[rid, *payload]`` and goes back to the peer
-that sent the request. `rid` is chosen by the sender and unique among its requests in
-flight; a waiting reserve is answered later under the rid it came with. Ops marked
-"no reply" are fire-and-forget.
+`Request` — ``[op, rid, conn, args]`` on the wire; a reply is `Reply` — ``[rid, payload]``
+— and goes back to the peer that sent the request. `rid` is chosen by the sender and
+unique among its requests in flight; a waiting reserve is answered later under the rid it
+came with. Ops that do not reply are fire-and-forget. The wire carries lists (msgpack);
+what code reads is these named shapes, made with ``_make`` or unpacked by name, and an
+op's `args` and `payload` are named by that op's own shapes.
 
 Shard ops, their arguments and answers: shardq/processes/shard/ops.py.
 
-Coordinator ops (serving process -> coordinator): LEASE(shard) -> [block];
-BLOCKS -> [[[block, shard], ...]] (every block leased so far, from its fsynced table);
-STATS(serving process fields dict) -> [reply]; LIST_TUBES -> [reply].
+Coordinator ops (serving process -> coordinator): LEASE `Lease(shard)` -> `Answer(block)`;
+BLOCKS -> `Answer([[block, shard], ...])` (every block leased so far, from its fsynced
+table); STATS `Asked(serving process fields dict, every_key)` -> `Answer(reply)`;
+LIST_TUBES -> `Answer(reply)`.
 
 A connection handed from one serving process to another (`Handoff`) travels as one
 datagram on the receiver's unix socket, its file descriptor attached (SCM_RIGHTS); the
@@ -18,21 +21,58 @@ receiver answers on the sender's socket, TAKEN or REFUSED with the sender's `tic
 (`pack_answer`), and only then does the sender let the connection go or serve it again.
 
 Times (timeout_at, soon_at, deadlines) are CLOCK_MONOTONIC nanoseconds, which every
-process on the machine shares. Bump WIRE_VERSION on any change of shape.
+process on the machine shares. There is no version number on the wire: every process of
+a server is forked from one installed copy (supervision/forked.py), so the two ends of a
+socket are always the same code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import msgpack
 
 from shardq.cluster import msgspan
 
-WIRE_VERSION = 2
-
 LEASE, STATS, LIST_TUBES, BLOCKS = 30, 31, 32, 33
+
+
+class Request(NamedTuple):
+    """One request of a batch."""
+
+    op: int  #: a shard op (shard/ops.py) or a coordinator op (above)
+    rid: int  #: the sender's request id (0: no answer is awaited)
+    conn: int  #: the connection it is for (0: none; some ops: a serving process's index)
+    args: Sequence[Any]  #: the op's arguments: named by the op's own shape (`_make`)
+
+
+class Reply(NamedTuple):
+    """One reply of a batch: the answer to the request `rid`, or an engine event for it."""
+
+    rid: int
+    payload: Sequence[Any]  #: named by the op's reply shape (`Answer`, engine.Reserved...)
+
+
+class Answer(NamedTuple):
+    """The payload of most replies: one value (a client's reply bytes, a block...)."""
+
+    value: Any
+
+
+class Lease(NamedTuple):
+    """LEASE's arguments."""
+
+    shard: int
+
+
+class Asked(NamedTuple):
+    """STATS's arguments: the asking serving process's fields (its part of `stats`), and
+    whether every limit-* key is shown (the metrics process) or only those set."""
+
+    fields: dict[str, Any]
+    every_key: bool
+
 
 _packer = msgpack.Packer(use_bin_type=True)
 
@@ -74,12 +114,18 @@ def unpack_handoff(data: bytes | memoryview) -> Handoff | tuple[int, int]:
     raise ValueError(f"not a handoff datagram: kind {kind!r}")
 
 
-def pack(batch: list[Any]) -> bytes:
+def pack(batch: Sequence[Request] | Sequence[tuple[int, Sequence[Any]]]) -> bytes:
+    """A batch of requests, or of replies (`Reply`s, or the (rid, payload) pairs a shard
+    builds)."""
     return _packer.pack(batch)
 
 
-def unpack(data: bytes | memoryview) -> list[Any]:
-    return msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=False)
+def unpack(data: bytes | memoryview) -> Sequence[Sequence[Any]]:
+    """A batch as lists: each read back as a `Request` or a `Reply` with ``_make``."""
+    batch = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=False)
+    if not isinstance(batch, list):
+        raise ValueError("a batch is a list")
+    return batch
 
 
 class Unread(NamedTuple):
@@ -90,25 +136,25 @@ class Unread(NamedTuple):
     rid: int
 
 
-def unpack_requests(data: bytes) -> list[list[Any] | Unread]:
+def unpack_requests(data: bytes) -> list[Sequence[Any] | Unread]:
     """A batch of requests, as `unpack` gives it. Out of memory (a put's body is the large
     part), each request is decoded on its own, and one that still cannot be comes as
     `Unread`: the others are served."""
     return unpack_each(data, True)
 
 
-def unpack_replies(data: bytes) -> list[list[Any] | Unread]:
+def unpack_replies(data: bytes) -> list[Sequence[Any] | Unread]:
     """A batch of replies, as `unpack_requests` gives requests (`Unread` with op None)."""
     return unpack_each(data, False)
 
 
-def unpack_each(data: bytes, requests: bool) -> list[list[Any] | Unread]:
+def unpack_each(data: bytes, requests: bool) -> list[Sequence[Any] | Unread]:
     try:
-        return unpack(data)
+        return list(unpack(data))
     except MemoryError:
         pass
     view = memoryview(data)
-    out: list[list[Any] | Unread] = []
+    out: list[Sequence[Any] | Unread] = []
     for start, end in request_spans(data):
         try:
             out.append(unpack(view[start:end]))

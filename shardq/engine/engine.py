@@ -1,7 +1,8 @@
 """The job engine of one shard: a pure state machine over the tubes that shard owns.
 
 Every method takes `now` (monotonic nanoseconds) instead of reading a clock, and
-answers with the reply bytes the client will see. Things that happen later — a
+answers with what happened: the fixed reply the client will see (protocol/replies.py), or
+a fact the shard formats (`put`: taken or not; `kick`: how many). Things that happen later — a
 waiting reserve being served, timing out, a job offered to a cross-shard reserver —
 are appended to `self.events` as (rid, payload) pairs for the process shell to send.
 
@@ -59,13 +60,15 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         ttr: int,
         body: bytes,
         now: int,
-    ) -> bytes:
+    ) -> bool:
+        """Take the job: True (INSERTED), or False when its tube's policy makes no room
+        for it (OUT_OF_MEMORY, nothing taken)."""
         if job_id in self.jobs:  # a put resent after a restart that had already reached the log
-            return b"INSERTED %d\r\n" % job_id
+            return True
         tube = self.ensure_tube(tube_name, now)
         if tube.policy is not None and not self._make_room(tube, tube.policy, len(body), now):
             self._gc(tube)
-            return replies.OUT_OF_MEMORY
+            return False
         job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
         self.jobs[job_id] = job
         tube.body_bytes += len(body)
@@ -84,9 +87,9 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             self.wal_out.append(self.full_record(job))
         if tube.policy is not None and tube.policy.fanout:  # copies (fanout.py)
             for copy_id, name in self._copies(tube_name):
-                made = self.put(copy_id, seq, name, pri, delay, ttr, body, now)
-                tube.fanned += made[:8] == b"INSERTED"  # a member's policy may refuse one
-        return b"INSERTED %d\r\n" % job_id
+                # a member's policy may refuse one
+                tube.fanned += self.put(copy_id, seq, name, pri, delay, ttr, body, now)
+        return True
 
     def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:
         """`resent`: the serving process resends a delete of a job the connection held to a shard
@@ -172,17 +175,18 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         self._persist(job)
         self._enqueue(job, now)
 
-    def kick(self, tube_name: str, bound: int, now: int) -> bytes:
+    def kick(self, tube_name: str, bound: int, now: int) -> int:
+        """Kick up to `bound` jobs (buried ones first, else delayed): how many."""
         tube = self.tubes.get(tube_name)
         if tube is None:
-            return b"KICKED 0\r\n"
+            return 0
         if tube.buried:
             ids = list(islice(tube.buried, bound))
         else:
             ids = [key & ID_MASK for key in tube.delayed.islice(0, bound)]
         for job_id in ids:
             self._kick_one(self.jobs[job_id], now)
-        return b"KICKED %d\r\n" % len(ids)
+        return len(ids)
 
     def kick_job(self, job_id: int, now: int) -> bytes:
         job = self.jobs.get(job_id)

@@ -55,6 +55,15 @@ class Offer(NamedTuple):
     conn: int  # the connection it is offered to (a stray offer is declined for it)
 
 
+class Final(NamedTuple):
+    """The payload of a reserve answered without a job (DEADLINE_SOON, TIMED_OUT,
+    NOT_FOUND, or a failure); a waiter's other answers are ``[WAITING]`` (offer mode: no
+    job yet) and ``[CANCELLED]`` (withdrawn)."""
+
+    kind: int  # FINAL
+    reply: bytes
+
+
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
     return _reserved(job.key & ID_MASK, job.body, job.deadline)

@@ -9,6 +9,7 @@ be tested without a server.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,7 +97,7 @@ def scalar(raw: str) -> Any:
         return raw
 
 
-def tube_fields(rows: list[list[Any]]) -> dict[str, dict[str, Any]]:
+def tube_fields(rows: Sequence[Sequence[Any]]) -> dict[str, dict[str, Any]]:
     """A shard's METRICS tube table (STATS_TUBE_KEYS order) as tube -> fields."""
     names = STATS_TUBE_KEYS[1:]
     return {str(row[0]): dict(zip(names, row[1:], strict=True)) for row in rows}

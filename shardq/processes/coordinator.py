@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
@@ -24,11 +25,13 @@ import zmq
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
+from shardq.cluster.wire import Answer, Asked, Lease, Reply, Request
 from shardq.processes.common import lifeline, live, outofmemory, quota, wakeup
 from shardq.processes.common.settings import CoordinatorSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context, dealer, stranger
 from shardq.processes.shard import ops
+from shardq.processes.shard.special import Counts
 from shardq.protocol import proto
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import (
@@ -55,7 +58,7 @@ class Gather:
     extra: Any
     sent_at: float
     every_key: bool  # stats: the limit-* keys even when no limit is set (metrics)
-    parts: dict[int, list[Any]]  # shard -> its answer
+    parts: dict[int, Sequence[Any]]  # shard -> its payload
 
     def __init__(
         self,
@@ -65,7 +68,7 @@ class Gather:
         extra: Any,
         sent_at: float,
         every_key: bool = False,
-        parts: dict[int, list[Any]] | None = None,
+        parts: dict[int, Sequence[Any]] | None = None,
     ) -> None:
         self.peer = peer
         self.rid = rid
@@ -139,32 +142,32 @@ class Coordinator:
         self.poller = zmq.Poller()
         self.signalled = -1  # the signal pipe (serve_forever)
 
-    def on_front(self, peer: bytes, req: list[Any] | wire.Unread) -> None:
+    def on_front(self, peer: bytes, req: Request | wire.Unread) -> None:
         if isinstance(req, wire.Unread):  # memory was short to read it
             if req.op in (wire.STATS, wire.LIST_TUBES):
                 self.answer(peer, req.rid, proto.OUT_OF_MEMORY)
             else:
                 outofmemory.note(f"the coordinator: request {req.op} dropped")
             return
-        op, rid, _conn, args = req[0], req[1], req[2], req[3:]
+        op, rid = req.op, req.rid
         if op == wire.LEASE:
-            self.front.send_multipart([peer, wire.pack([[rid, self.ids.lease(args[0])]])])
+            block = self.ids.lease(Lease._make(req.args).shard)
+            self.front.send_multipart([peer, wire.pack([Reply(rid, Answer(block))])])
             return
         if op == wire.BLOCKS:
             table = list(self.ids.blocks.items())
-            self.front.send_multipart([peer, wire.pack([[rid, table]])])
+            self.front.send_multipart([peer, wire.pack([Reply(rid, Answer(table))])])
             return
         grid = self.next_rid
         self.next_rid += 1
-        every_key = len(args) > 1 and bool(args[1])
-        extra = args[0] if args else None
-        self.gathers[grid] = Gather(peer, rid, op, extra, time.monotonic(), every_key=every_key)
+        fields, every_key = Asked._make(req.args) if op == wire.STATS else (None, False)
+        self.gathers[grid] = Gather(peer, rid, op, fields, time.monotonic(), every_key=every_key)
         for index in range(len(self.shards)):
             self.ask_shard(index, grid)
 
     def ask_shard(self, index: int, grid: int) -> None:
         op = ops.COUNTS if self.gathers[grid].op == wire.STATS else ops.LIST
-        self.shards[index].send(wire.pack([[op, grid, 0]]))
+        self.shards[index].send(wire.pack([Request(op, grid, 0, ())]))
 
     def resend_stale(self) -> None:
         """A shard that restarted lost our question: ask the shards that have not answered."""
@@ -176,25 +179,26 @@ class Coordinator:
                     if index not in gather.parts:
                         self.ask_shard(index, grid)
 
-    def on_shard(self, index: int, reply: list[Any] | wire.Unread) -> None:
+    def on_shard(self, index: int, reply: Reply | wire.Unread) -> None:
         if isinstance(reply, wire.Unread):  # a shard's part memory was short to read
             gather = self.gathers.pop(reply.rid, None)
             if gather is not None:
                 self.answer(gather.peer, gather.rid, proto.OUT_OF_MEMORY)
             return
-        gather = self.gathers.get(reply[0])
+        gather = self.gathers.get(reply.rid)
         if gather is None:
             return
-        gather.parts[index] = reply[1:]
+        gather.parts[index] = reply.payload
         if len(gather.parts) < len(self.shards):
             return
-        del self.gathers[reply[0]]
+        del self.gathers[reply.rid]
         parts = list(gather.parts.values())
         try:
             if gather.op == wire.STATS:
-                body = self.stats(gather.extra, parts, gather.every_key)
+                counts = [Counts._make(part) for part in parts]
+                body = self.stats(gather.extra, counts, gather.every_key)
             else:
-                tubes = sorted(t for part in parts for t in part[0])
+                tubes = sorted(t for part in parts for t in Answer._make(part).value)
                 body = yaml_list(name for _, name in tubes)
         except MemoryError:
             body = proto.OUT_OF_MEMORY
@@ -206,10 +210,10 @@ class Coordinator:
         try:
             if body == proto.OUT_OF_MEMORY:
                 raise MemoryError
-            data = wire.pack([[rid, body]])
+            data = wire.pack([Reply(rid, Answer(body))])
         except MemoryError:
             outofmemory.note("the coordinator: a reply, answered OUT_OF_MEMORY")
-            data = wire.pack([[rid, proto.OUT_OF_MEMORY]])
+            data = wire.pack([Reply(rid, Answer(proto.OUT_OF_MEMORY))])
         self.front.send_multipart([peer, data])
 
     def take_live(self, settings: live.Live) -> None:
@@ -217,26 +221,24 @@ class Coordinator:
         limits = (settings.max_connections, settings.max_output_bytes, settings.allow)
         self.limited = live.limits_set(*limits)
 
-    def stats(
-        self, asker: dict[str, Any], parts: list[list[Any]], every_key: bool = False
-    ) -> bytes:
+    def stats(self, asker: dict[str, Any], parts: list[Counts], every_key: bool = False) -> bytes:
         """Sum the shards' counts and the serving processes' fields (from the asker, when
         it hosts no shard, and from every hosted shard's answer) in beanstalkd's order;
         shardq's limit-* keys after them when a limit is set or has acted (`every_key`: in
         any case)."""
         counts: dict[str, int] = {}
-        acc = merge_fields([asker, *(part[3] for part in parts if len(part) > 3)])
+        acc = merge_fields([asker, *(part.host for part in parts if part.host is not None)])
         utime, stime = acc.pop("rusage-utime", 0.0), acc.pop("rusage-stime", 0.0)
         for part in parts:
-            for key, value in part[0].items():
+            for key, value in part.counts.items():
                 if key == "binlog-oldest-index":  # file indexes: the oldest and newest of all
                     counts[key] = min(counts.get(key) or value, value)
                 elif key == "binlog-current-index":
                     counts[key] = max(counts.get(key, 0), value)
                 else:
                     counts[key] = counts.get(key, 0) + value
-            utime += part[1]
-            stime += part[2]
+            utime += part.utime
+            stime += part.stime
         own = resource.getrusage(resource.RUSAGE_SELF)
         utime += own.ru_utime
         stime += own.ru_stime
@@ -305,9 +307,11 @@ class Coordinator:
                 continue
             for item in batch:
                 if front:
-                    self.on_front(frames[0], item)
+                    request = item if isinstance(item, wire.Unread) else Request._make(item)
+                    self.on_front(frames[0], request)
                 else:
-                    self.on_shard(self.shards.index(sock), item)
+                    reply = item if isinstance(item, wire.Unread) else Reply._make(item)
+                    self.on_shard(self.shards.index(sock), reply)
 
 
 def limits_acted(values: dict[str, Any]) -> bool:

@@ -66,6 +66,15 @@ def set_yaml_style(style: str) -> None:
     _quote_strings = style == "quoted"
 
 
+def put_reply(job_id: int, taken: bool) -> bytes:
+    """A put's reply: INSERTED, or OUT_OF_MEMORY when its tube made no room for it."""
+    return b"INSERTED %d\r\n" % job_id if taken else OUT_OF_MEMORY
+
+
+def kicked(count: int) -> bytes:
+    return b"KICKED %d\r\n" % count
+
+
 def job_reply(word: bytes, job_id: int, body: bytes) -> bytes:
     """``RESERVED``/``FOUND`` reply: ``<word> <id> <bytes>\\r\\n<body>\\r\\n``."""
     return b"%s %d %d\r\n%s\r\n" % (word, job_id, len(body), body)

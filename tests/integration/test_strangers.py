@@ -34,7 +34,8 @@ def test_a_shard_and_the_coordinator_drop_messages_from_another_servers_socket(
             sock = ctx.socket(zmq.DEALER)  # no token: what any other process would have
             sock.linger = 0
             sock.connect(f"ipc://{server.run_dir}/{target}")
-            put = [ops.PUT, 1, 1 << 8, 999_999, 1, tube, 0, 0, 60, b"injected"]
+            args = ops.PutArgs(999_999, 1, tube, 0, 0, 60, b"injected")
+            put = wire.Request(ops.PUT, 1, 1 << 8, args)
             sock.send(wire.pack([put]))
             assert not sock.poll(int(SETTLE_S * 1000)), f"{target} answered a stranger"
     finally:

@@ -58,10 +58,8 @@ class Q:
         if job_id is None:
             job_id = self.next_id
         self.next_id = max(self.next_id, job_id) + 1
-        reply = self.e.put(
-            job_id, job_id if seq is None else seq, tube, pri, delay, ttr, body, self.now
-        )
-        assert reply == b"INSERTED %d\r\n" % job_id
+        seq = job_id if seq is None else seq
+        assert self.e.put(job_id, seq, tube, pri, delay, ttr, body, self.now)  # taken
         return job_id
 
     def rid(self) -> int:

@@ -82,7 +82,7 @@ def test_release_with_delay_delays_the_job_then_it_becomes_ready(q: Q) -> None:
 def test_release_without_delay_resets_the_stored_delay(q: Q) -> None:
     """beanstalkd sets `delay` to the release's delay, 0 included (checked live on 1.12)."""
     job = q.put(delay=5)
-    assert q.e.kick("default", 1, q.now) == b"KICKED 1\r\n"
+    assert q.e.kick("default", 1, q.now) == 1
     q.reserve_id(conn=1)
     assert q.stats_job(job)["delay"] == "5"
     assert q.e.release(1, job, 7, 0, q.now) == proto.RELEASED
@@ -135,7 +135,7 @@ def test_buried_jobs_are_kept_in_bury_order_not_id_or_priority(q: Q) -> None:
     for _ in range(3):
         head = q.e.peek_buried("default")
         kicked.append(int(head.split()[1]))
-        assert q.e.kick("default", 1, q.now) == b"KICKED 1\r\n"
+        assert q.e.kick("default", 1, q.now) == 1
     assert kicked == [c, a, b]
 
 
@@ -145,27 +145,27 @@ def test_kick_takes_buried_jobs_first_and_leaves_delayed_ones(q: Q) -> None:
     for job in (b1, b2):
         q.e.reserve_job(1, job, q.now)
         q.e.bury(1, job, 0, q.now)
-    assert q.e.kick("default", 5, q.now) == b"KICKED 2\r\n"
+    assert q.e.kick("default", 5, q.now) == 2
     assert [q.state(j) for j in (delayed, b1, b2)] == ["delayed", "ready", "ready"]
     assert q.stats_job(b1)["kicks"] == "1"
-    assert q.e.kick("default", 5, q.now) == b"KICKED 1\r\n"
+    assert q.e.kick("default", 5, q.now) == 1
     assert q.state(delayed) == "ready"
     assert q.stats_job(delayed)["kicks"] == "1"
     assert q.stats_job(delayed)["delay"] == "10"  # kick keeps the stored delay
-    assert q.e.kick("default", 5, q.now) == b"KICKED 0\r\n"
+    assert q.e.kick("default", 5, q.now) == 0
 
 
 def test_kick_bound_and_delayed_kick_order_is_by_due_time(q: Q) -> None:
     late = q.put(delay=30)
     early = q.put(delay=10)
     middle = q.put(delay=20)
-    assert q.e.kick("default", 0, q.now) == b"KICKED 0\r\n"
-    assert q.e.kick("default", 2, q.now) == b"KICKED 2\r\n"
+    assert q.e.kick("default", 0, q.now) == 0
+    assert q.e.kick("default", 2, q.now) == 2
     assert [q.state(j) for j in (early, middle, late)] == ["ready", "ready", "delayed"]
 
 
 def test_kick_of_a_tube_that_does_not_exist_kicks_nothing(q: Q) -> None:
-    assert q.e.kick("nosuch", 10, q.now) == b"KICKED 0\r\n"
+    assert q.e.kick("nosuch", 10, q.now) == 0
 
 
 @pytest.mark.parametrize(

@@ -209,7 +209,7 @@ class Model:
             buried, delayed = len(tube.buried), len(tube.delayed)
             bound = rng.choice([0, 1, 2, 100])
             expect = min(bound, buried if buried else delayed)
-            assert q.e.kick(c.use, bound, q.now) == b"KICKED %d\r\n" % expect
+            assert q.e.kick(c.use, bound, q.now) == expect
         elif op == "kick_job" and self.live:
             job = rng.choice(sorted(self.live))
             kickable = q.e.jobs[job].state in (State.BURIED, State.DELAYED)

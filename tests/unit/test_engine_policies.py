@@ -16,6 +16,7 @@ from shardq.engine.job import NS, State
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, STATE
 from shardq.protocol import proto
+from shardq.protocol.replies import put_reply
 
 
 def policed(q: Q, **policy: Any) -> Q:
@@ -25,9 +26,10 @@ def policed(q: Q, **policy: Any) -> Q:
 
 
 def try_put(q: Q, body: bytes = b"x", tube: str = "p", delay: int = 0) -> bytes:
+    """The put's reply, as the shard formats the engine's answer."""
     job_id = q.next_id
     q.next_id += 1
-    return q.e.put(job_id, job_id, tube, 0, delay, 60, body, q.now)
+    return put_reply(job_id, q.e.put(job_id, job_id, tube, 0, delay, 60, body, q.now))
 
 
 def tube_of(q: Q, name: str = "p") -> Any:
@@ -171,7 +173,7 @@ def test_discard_old_follows_jobs_in_and_out_of_the_ready_queue(q: Q) -> None:
     assert q.e.bury(1, b, 0, q.now) == proto.BURIED
     assert try_put(q).startswith(b"INSERTED")  # b is buried: c goes
     assert q.e.peek(c) == proto.NOT_FOUND
-    assert q.e.kick("p", 1, q.now) == b"KICKED 1\r\n"
+    assert q.e.kick("p", 1, q.now) == 1
     assert try_put(q).startswith(b"INSERTED")  # b is ready again and the oldest
     assert q.e.peek(b) == proto.NOT_FOUND
 
@@ -194,7 +196,7 @@ def test_release_past_max_reserves_buries_and_answers_buried(q: Q) -> None:
     assert tube_of(q).policy_buried == 1
     assert [(r[0], r[1], r[2]) for r in q.e.wal_out] == [(STATE, job, int(State.BURIED))]
     assert q.e.peek_buried("p") == b"FOUND %d 1\r\nx\r\n" % job
-    assert q.e.kick("p", 5, q.now) == b"KICKED 1\r\n"  # an operator may give it another go
+    assert q.e.kick("p", 5, q.now) == 1  # an operator may give it another go
 
 
 def test_a_delayed_release_past_max_reserves_buries_too(q: Q) -> None:
@@ -317,7 +319,7 @@ def test_a_restart_from_the_log_keeps_discards_burials_and_counts(compacted: boo
     assert again.jobs[held].state == State.READY  # a reserved job comes back ready
     assert list(tube.by_age or []) == sorted(tube.by_age or [])
     assert len(tube.by_age or []) == 2
-    assert again.put(99, 99, "p", 0, 0, 60, b"e", q.now).startswith(b"INSERTED")
+    assert again.put(99, 99, "p", 0, 0, 60, b"e", q.now) is True
     assert held not in again.jobs  # the oldest ready job after the restart
 
 

@@ -17,7 +17,7 @@ from shardq.protocol import proto
 
 
 def test_put_answers_inserted_and_peek_shows_the_body(q: Q) -> None:
-    assert q.e.put(7, 7, "default", 0, 0, 60, b"hello", q.now) == b"INSERTED 7\r\n"
+    assert q.e.put(7, 7, "default", 0, 0, 60, b"hello", q.now) is True  # INSERTED 7
     assert q.e.peek(7) == b"FOUND 7 5\r\nhello\r\n"
     assert q.e.peek(8) == proto.NOT_FOUND
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import Q
+from shard_helpers import req
 
 from shardq.cluster import wire
 from shardq.cluster.routing import MAX_SERVING, block_shard, origin_of, tagged, tube_shard
@@ -15,6 +16,7 @@ from shardq.config import ConfigError, load_config
 from shardq.processes.coordinator import BlockTable, merge_fields
 from shardq.processes.shard import ops
 from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.special import forget_origin
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -55,23 +57,23 @@ def test_reset_of_one_origin_frees_only_its_connections(q: Q) -> None:
     a, b = q.put("t"), q.put("t")
     assert q.reserve_id(mine, ("t",)) == a
     assert q.reserve_id(theirs, ("t",)) == b
-    ops.op_reset(q.e, 1, [], q.now)  # serving process 1 restarted
+    forget_origin(q.e, 1, q.now)  # serving process 1 restarted
     st = q.stats_tube("t")
     assert (st["current-jobs-ready"], st["current-jobs-reserved"]) == ("1", "1")
     assert (st["current-using"], st["current-watching"]) == ("1", "1")
     assert q.e.delete(theirs, b, q.now) == proto.DELETED
-    ops.op_reset(q.e, 0, [], q.now)
+    forget_origin(q.e, 0, q.now)
     q.e.delete(0, a, q.now)
     assert "t" not in q.tube_names()  # no references and no jobs left
 
 
 def test_moved_references_are_forgotten_with_their_new_origin(q: Q) -> None:
     q.e.ref("t", 1, 0, q.now, origin=0)
-    ops.op_move_ref(q.e, tagged(7, 1), ["t", 1, 0, 0], q.now)  # moved from 0 to 1
+    ops.op_move_ref(q.e, tagged(7, 1), ops.MoveRefArgs("t", 1, 0, 0), q.now)  # moved from 0 to 1
     assert q.stats_tube("t")["current-using"] == "1"
-    ops.op_reset(q.e, 0, [], q.now)
+    forget_origin(q.e, 0, q.now)
     assert q.stats_tube("t")["current-using"] == "1"  # not process 0's any more
-    ops.op_reset(q.e, 1, [], q.now)
+    forget_origin(q.e, 1, q.now)
     assert "t" not in q.tube_names()
 
 
@@ -122,8 +124,8 @@ def test_stats_fields_of_several_processes_are_summed() -> None:
 
 def test_a_disconnect_forgets_whom_its_waiters_answered_to() -> None:
     core = ShardCore(0, True)
-    core.handle(b"peer", [ops.RESERVE, 5, 77, ["default"], None, None, False], 1)
-    core.handle(b"peer", [ops.RESERVE, 6, 78, ["default"], None, None, False], 1)
+    core.handle(b"peer", req(ops.RESERVE, 5, 77, ["default"], None, None, False), 1)
+    core.handle(b"peer", req(ops.RESERVE, 6, 78, ["default"], None, None, False), 1)
     assert set(core.waiting_peer) == {5, 6}
-    core.handle(b"peer", [ops.DISCONNECT, 0, 77], 2)
+    core.handle(b"peer", req(ops.DISCONNECT, 0, 77, False), 2)
     assert set(core.waiting_peer) == {6}  # a closed connection's waiter leaves nothing behind

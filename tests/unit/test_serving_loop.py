@@ -18,8 +18,10 @@ import pytest
 
 from shardq.cluster import wire
 from shardq.cluster.routing import tube_shard
+from shardq.cluster.wire import Answer, Reply, Request
 from shardq.config import load_config
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
+from shardq.engine.reserve import Offer
 from shardq.processes.serving import handlers
 from shardq.processes.serving.conn import BUSY, CLOSED, COORDINATOR, Conn
 from shardq.processes.serving.loop import ServingProcess
@@ -60,11 +62,16 @@ def two_shards(tmp_path: Path) -> Iterator[ServingProcess]:
     shut(a)
 
 
-def sent(a: ServingProcess, target: int) -> list[list]:
+def sent(a: ServingProcess, target: int) -> list[Request]:
     """What the serving process queued for a target, taken out of the queue."""
     batch = a.outq.get(target, [])
     a.outq[target] = []
     return batch
+
+
+def job_of(r: Request) -> int:
+    """The job a request names (ACCEPT, DECLINE...)."""
+    return ops.JobArg._make(r.args).job_id
 
 
 def tube_on(shard: int, shards: int = 2) -> str:
@@ -74,10 +81,9 @@ def tube_on(shard: int, shards: int = 2) -> str:
     return f"t{n}"
 
 
-def offer(rid: int, job_id: int, pri: int, seq: int, conn_id: int) -> list:
-    body = b"job%d" % job_id
-    return [rid, OFFER, proto.job_reply(b"RESERVED", job_id, body), job_id, 60 * 10**9, pri, seq,
-            conn_id]  # fmt: skip
+def offer(rid: int, job_id: int, pri: int, seq: int, conn_id: int) -> Reply:
+    reply = proto.job_reply(b"RESERVED", job_id, b"job%d" % job_id)
+    return Reply(rid, Offer(OFFER, reply, job_id, 60 * 10**9, pri, seq, conn_id))
 
 
 def conn(a: ServingProcess, conn_id: int) -> Conn:
@@ -113,14 +119,14 @@ def test_the_first_put_waits_for_a_lease_then_gets_id_1(serving_proc: ServingPro
     k = conn(serving_proc, 1)
     assert serving_proc.take_id(0) is None  # no block yet: one is asked for
     (lease,) = sent(serving_proc, COORDINATOR)
-    assert lease[0] == wire.LEASE and lease[3:] == [0]
-    serving_proc.on_replies([[lease[1], 0]])  # the coordinator leases block 0: ids 1..1024
+    assert lease.op == wire.LEASE and lease.args == wire.Lease(0)
+    serving_proc.on_replies([Reply(lease.rid, Answer(0))])  # block 0 leased: ids 1..1024
     assert serving_proc.take_id(0) == 1
     assert serving_proc.job_shard(1) == 0  # leased here
     assert serving_proc.job_shard(1025) == 0  # not leased here: by the rule (block 1 % 1 shard)
     serving_proc.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
-    (put,) = sent(serving_proc, 0) or [None]
-    assert put is not None and put[0] == ops.PUT and put[3] == 2  # the next id
+    (put,) = sent(serving_proc, 0)
+    assert put.op == ops.PUT and ops.PutArgs._make(put.args).job_id == 2  # the next id
 
 
 def test_a_put_without_an_id_resumes_when_the_lease_arrives(serving_proc: ServingProcess) -> None:
@@ -128,19 +134,19 @@ def test_a_put_without_an_id_resumes_when_the_lease_arrives(serving_proc: Servin
     serving_proc.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
     assert k.phase is BUSY and not serving_proc.outq.get(0)  # waiting for an id
     leases = sent(serving_proc, COORDINATOR)
-    serving_proc.on_replies([[leases[0][1], 0]])
+    serving_proc.on_replies([Reply(leases[0].rid, Answer(0))])
     (put,) = sent(serving_proc, 0)
-    assert put[0] == ops.PUT and put[3] == 1
+    assert put.op == ops.PUT and ops.PutArgs._make(put.args).job_id == 1
 
 
 def test_blocks_are_leased_ahead_up_to_the_spare_bound(serving_proc: ServingProcess) -> None:
     serving_proc.take_id(0)
     (first,) = sent(serving_proc, COORDINATOR)
-    serving_proc.on_replies([[first[1], 0]])
+    serving_proc.on_replies([Reply(first.rid, Answer(0))])
     for _ in range(600):  # past half of block 0: the next blocks are asked for
         serving_proc.take_id(0)
     asked = sent(serving_proc, COORDINATOR)
-    assert 1 <= len(asked) <= 4 and all(r[0] == wire.LEASE for r in asked)
+    assert 1 <= len(asked) <= 4 and all(r.op == wire.LEASE for r in asked)
 
 
 # --------------------------------------------------------------------------- cross-shard reserve
@@ -157,13 +163,14 @@ def test_the_best_offer_is_accepted_and_the_other_declined(two_shards: ServingPr
     k = watching_both(a)
     a.do_reserve(k, None)
     (r0,), (r1,) = sent(a, 0), sent(a, 1)
-    assert r0[0] == r1[0] == ops.RESERVE and r0[-1] is True  # offer mode
-    a.on_replies([offer(r0[1], 3, 5, 10, k.id)])
+    assert r0.op == r1.op == ops.RESERVE
+    assert ops.ReserveArgs._make(r0.args).offer is True  # offer mode
+    a.on_replies([offer(r0.rid, 3, 5, 10, k.id)])
     assert not k.out  # the other shard has not answered yet
-    a.on_replies([offer(r1[1], 1030, 1, 20, k.id)])  # lower priority value: more urgent
+    a.on_replies([offer(r1.rid, 1030, 1, 20, k.id)])  # lower priority value: more urgent
     assert bytes(k.out) == proto.job_reply(b"RESERVED", 1030, b"job1030")
-    assert [r[0] for r in sent(a, 1)] == [ops.ACCEPT]
-    assert [(r[0], r[3]) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
+    assert [r.op for r in sent(a, 1)] == [ops.ACCEPT]
+    assert [(r.op, job_of(r)) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
     assert 1030 in k.reserved and k.waiting is None
 
 
@@ -172,7 +179,7 @@ def test_equal_priority_goes_to_the_older_put(two_shards: ServingProcess) -> Non
     k = watching_both(a)
     a.do_reserve(k, None)
     (r0,), (r1,) = sent(a, 0), sent(a, 1)
-    a.on_replies([offer(r0[1], 3, 5, 99, k.id), offer(r1[1], 1030, 5, 20, k.id)])
+    a.on_replies([offer(r0.rid, 3, 5, 99, k.id), offer(r1.rid, 1030, 5, 20, k.id)])
     assert bytes(k.out).startswith(b"RESERVED 1030 ")
 
 
@@ -183,12 +190,12 @@ def test_a_waiting_shard_is_cancelled_and_its_late_offer_declined(
     k = watching_both(a)
     a.do_reserve(k, None)
     (r0,), (r1,) = sent(a, 0), sent(a, 1)
-    a.on_replies([[r0[1], WAITING], offer(r1[1], 1030, 5, 20, k.id)])
-    assert [r[0] for r in sent(a, 0)] == [ops.CANCEL]
+    a.on_replies([Reply(r0.rid, [WAITING]), offer(r1.rid, 1030, 5, 20, k.id)])
+    assert [r.op for r in sent(a, 0)] == [ops.CANCEL]
     assert bytes(k.out) == b""  # shard 0 still counts the waiter: the reply waits for it
     # shard 0 had served its waiter in the same turn: OFFER first, then CANCELLED
-    a.on_replies([offer(r0[1], 3, 0, 1, k.id), [r0[1], CANCELLED]])
-    assert [(r[0], r[3]) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
+    a.on_replies([offer(r0.rid, 3, 0, 1, k.id), Reply(r0.rid, [CANCELLED])])
+    assert [(r.op, job_of(r)) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
     assert bytes(k.out).startswith(b"RESERVED 1030 ")
     assert not a.cross  # nothing of the reserve is left
 
@@ -198,13 +205,13 @@ def test_eof_with_an_unsettled_offer_declines_it(two_shards: ServingProcess) -> 
     k = watching_both(a)
     a.do_reserve(k, None)
     (r0,), _ = sent(a, 0), sent(a, 1)
-    a.on_replies([offer(r0[1], 3, 5, 10, k.id)])  # shard 1 has not answered yet
+    a.on_replies([offer(r0.rid, 3, 5, 10, k.id)])  # shard 1 has not answered yet
     a.finish_cross(k.waiting, proto.TIMED_OUT)  # type: ignore[arg-type]
-    assert [(r[0], r[3]) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
+    assert [(r.op, job_of(r)) for r in sent(a, 0)] == [(ops.DECLINE, 3)]
     (c1,) = sent(a, 1)
-    assert c1[0] == ops.CANCEL
+    assert c1.op == ops.CANCEL
     assert bytes(k.out) == b""  # until shard 1 says its waiter is gone
-    a.on_replies([[c1[1], CANCELLED]])
+    a.on_replies([Reply(c1.rid, [CANCELLED])])
     assert bytes(k.out) == proto.TIMED_OUT
     assert not a.cross
 
@@ -213,7 +220,7 @@ def test_an_offer_nobody_tracks_is_declined(two_shards: ServingProcess) -> None:
     a = two_shards
     a.blocks[1] = 1  # ids 1025..2048 live on shard 1
     a.on_replies([offer(999, 1030, 5, 20, 42)])
-    assert [(r[0], r[2], r[3]) for r in sent(a, 1)] == [(ops.DECLINE, 42, 1030)]
+    assert [(r.op, r.conn, job_of(r)) for r in sent(a, 1)] == [(ops.DECLINE, 42, 1030)]
 
 
 def test_every_command_counter_is_a_stats_key() -> None:
@@ -278,8 +285,9 @@ def test_a_lease_that_arrives_after_its_put_s_connection_closed_resumes_the_othe
     serving_proc.dispatch(alive, c.Put(pri=0, delay=0, ttr=60, body=b"y"))
     assert gone.phase is BUSY and alive.phase is BUSY  # both wait for the first block
     serving_proc.close(gone)
-    lease = [r for r in sent(serving_proc, COORDINATOR) if r[0] == wire.LEASE][0]
-    serving_proc.on_replies([[lease[1], 0]])
-    puts = [r for r in sent(serving_proc, 0) if r[0] == ops.PUT]
-    assert [(p[2], p[-1]) for p in puts] == [(2, b"y")]  # only the live connection's put
+    lease = [r for r in sent(serving_proc, COORDINATOR) if r.op == wire.LEASE][0]
+    serving_proc.on_replies([Reply(lease.rid, Answer(0))])
+    puts = [r for r in sent(serving_proc, 0) if r.op == ops.PUT]
+    bodies = [(p.conn, ops.PutArgs._make(p.args).body) for p in puts]
+    assert bodies == [(2, b"y")]  # only the live connection's put
     assert gone.phase is CLOSED

@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 import zmq
+from shard_helpers import flat_reply, req
 
 from shardq.cluster import wire
+from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.processes.common.zmqctx import dealer
 from shardq.processes.shard import ops
@@ -39,17 +41,18 @@ class Peer:
         self.sock.connect(endpoint)
         self.rid = 0
 
-    def req(self, op: int, conn: int, *args: Any) -> list[Any]:
+    def req(self, op: int, conn: int, *args: Any) -> Request:
         self.rid += 1
-        return [op, self.rid, conn, *args]
+        return req(op, self.rid, conn, *args)
 
-    def exchange(self, *batch: list[Any]) -> list[list[Any]]:
-        """Send one batch, let the shard run one turn, return every answer it sent."""
+    def exchange(self, *batch: Request) -> list[list[Any]]:
+        """Send one batch, let the shard run one turn, return every answer it sent (as
+        ``[rid, *payload]`` lists)."""
         self.sock.send(wire.pack(list(batch)))
         self.server.turn(2000)
         got: list[list[Any]] = []
         while self.sock.poll(50):
-            got += wire.unpack(self.sock.recv())
+            got += [flat_reply(Reply._make(r)) for r in wire.unpack(self.sock.recv())]
         return got
 
 
@@ -63,7 +66,7 @@ def peer(tmp_path: Path) -> Iterator[Peer]:
     server.sock.close(0)
 
 
-def put(peer: Peer, job_id: int, tube: str = "t") -> list[Any]:
+def put(peer: Peer, job_id: int, tube: str = "t") -> Request:
     return peer.req(ops.PUT, WRITER, job_id, job_id, tube, 0, 0, 60, b"x")
 
 
@@ -73,14 +76,14 @@ def test_an_offer_made_in_the_batch_that_cancels_it_still_reaches_the_reserver(
     wait = peer.req(ops.RESERVE, READER, ["t"], None, None, True)
     assert peer.exchange(wait) == [[wait[1], WAITING]]
     job_put = put(peer, 5)
-    cancel = [ops.CANCEL, wait[1], READER]
+    cancel = req(ops.CANCEL, wait[1], READER)
     answers = peer.exchange(job_put, cancel)
     kinds = [(a[0], a[1]) for a in answers]
     assert kinds == [(job_put[1], b"INSERTED 5\r\n"), (wait[1], OFFER), (wait[1], CANCELLED)]
     offer = answers[1]
     assert offer[3] == 5 and offer[-1] == READER
     # the reserver was gone: it declines, and the job is anyone's again
-    peer.exchange([ops.DECLINE, 0, READER, 5])
+    peer.exchange(req(ops.DECLINE, 0, READER, 5))
     again = peer.req(ops.RESERVE, WRITER, ["t"], None, None, False)
     (reply,) = peer.exchange(again)
     assert reply[2] == b"RESERVED 5 1\r\nx\r\n"
@@ -89,7 +92,7 @@ def test_an_offer_made_in_the_batch_that_cancels_it_still_reaches_the_reserver(
 def test_a_cancel_before_any_offer_leaves_the_job_ready(peer: Peer) -> None:
     wait = peer.req(ops.RESERVE, READER, ["t"], None, None, True)
     peer.exchange(wait)
-    assert peer.exchange([ops.CANCEL, wait[1], READER]) == [[wait[1], CANCELLED]]
+    assert peer.exchange(req(ops.CANCEL, wait[1], READER)) == [[wait[1], CANCELLED]]
     job_put = put(peer, 6)
     assert peer.exchange(job_put) == [[job_put[1], b"INSERTED 6\r\n"]]
     peek = peer.req(ops.PEEK_READY, WRITER, "t")

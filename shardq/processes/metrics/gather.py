@@ -15,17 +15,20 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
 
 from shardq.cluster import wire
+from shardq.cluster.wire import Request
 from shardq.metrics.gathered import Gathered, Proc, parse_stats, tube_fields
 from shardq.metrics.procstat import parse_rss, parse_stat
 from shardq.processes.common.procname import label_of_comm
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context, dealer
 from shardq.processes.shard import ops
+from shardq.processes.shard.ops import Metrics
 from shardq.protocol.stats_keys import SERVING_KEYS
 
 log = logging.getLogger(__name__)
@@ -51,14 +54,14 @@ class Peers:
         self.asked: dict[int, tuple[int, float]] = {}  # peer -> (rid, when) of its open question
         self.next_rid = 1
 
-    def request(self, key: int, rid: int) -> list[Any]:
+    def request(self, key: int, rid: int) -> Request:
         if key == COORDINATOR:
             # {}: no serving process's fields of our own; True: every limit-* key (the
             # metrics show them whether or not a limit is set)
-            return [wire.STATS, rid, 0, {}, True]
-        return [ops.METRICS, rid, 0]
+            return Request(wire.STATS, rid, 0, wire.Asked({}, True))
+        return Request(ops.METRICS, rid, 0, ())
 
-    def ask_all(self, within_s: float = ANSWER_WITHIN_S) -> dict[int, list[Any]]:
+    def ask_all(self, within_s: float = ANSWER_WITHIN_S) -> dict[int, Sequence[Any]]:
         """Ask every peer (but those with a recent open question); wait up to `within_s`
         for every answer. Returns peer -> its reply payload, for those that answered."""
         now = time.monotonic()
@@ -72,7 +75,7 @@ class Peers:
             except zmq.Again:
                 continue  # its queue is full: it has not read for a while
             self.asked[key] = (rid, now)
-        answers: dict[int, list[Any]] = {}
+        answers: dict[int, Sequence[Any]] = {}
         deadline = now + within_s
         poller = zmq.Poller()
         for sock in self.socks.values():
@@ -85,7 +88,7 @@ class Peers:
                 self.take(sock, answers)
         return answers
 
-    def take(self, sock: zmq.Socket[bytes], answers: dict[int, list[Any]]) -> None:
+    def take(self, sock: zmq.Socket[bytes], answers: dict[int, Sequence[Any]]) -> None:
         key = self.key_of[sock]
         while True:
             try:
@@ -97,11 +100,11 @@ class Peers:
             except ValueError:
                 log.warning("metrics: dropped a malformed answer")
                 continue
-            for reply in batch:
+            for rid, payload in batch:
                 asked = self.asked.get(key)
-                if asked is not None and reply[0] == asked[0]:
+                if asked is not None and rid == asked[0]:
                     del self.asked[key]
-                    answers[key] = reply[1:]
+                    answers[key] = payload
 
     def close(self) -> None:
         for sock in self.socks.values():
@@ -168,10 +171,11 @@ class Gatherer:
         #: answer to us (no hosted shard brings it); those keys are dropped, not shown as 0
         self.serving_stats = serving_stats
 
-    def stats(self, answer: list[Any] | None) -> dict[str, Any] | None:
+    def stats(self, answer: Sequence[Any] | None) -> dict[str, Any] | None:
+        """The coordinator's `stats` reply (`wire.Answer`), as values."""
         if answer is None:
             return None
-        values = parse_stats(answer[0])
+        values = parse_stats(wire.Answer._make(answer).value)
         if not self.serving_stats:
             for key in SERVING_KEYS:
                 values.pop(key, None)
@@ -183,7 +187,8 @@ class Gatherer:
         tubes: dict[str, dict[str, Any]] = {}
         homes: dict[str, list[int]] = {}
         timing: dict[int, dict[str, Any]] = {}
-        for shard, (rows, snapshot) in sorted(answers.items()):
+        for shard, payload in sorted(answers.items()):
+            rows, snapshot = Metrics._make(payload)
             fields = tube_fields(rows)
             tubes.update(fields)
             for name in fields:

@@ -16,6 +16,7 @@ from shardq.processes.serving import handoff, shedding
 from shardq.processes.serving.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.serving.handlers import HANDLERS, STAT_KEYS
 from shardq.processes.shard import ops
+from shardq.processes.shard.ops import RefArgs
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -200,7 +201,7 @@ def accept(self: ServingProcess, private: bool = False) -> None:
         if self.serving > 1 and self.should_move(conn) and self.hand_off(conn, counted=False):
             continue  # its home process takes its tube references
         self.request(
-            tube_shard("default", self.shard_count), ops.REF, conn, ["default", 1, 1], None
+            tube_shard("default", self.shard_count), ops.REF, conn, RefArgs("default", 1, 1), None
         )
 
 
@@ -321,15 +322,9 @@ def close(self: ServingProcess, conn: Conn) -> None:
     if conn.phase is CLOSED:
         return
     conn.step("close")
-    self.conns.pop(conn.id, None)
-    self.dirty.discard(conn)
-    self.backlog.discard(conn)
+    self.unlist(conn)
     if conn.handshaking:
         self.handshakes.pop(conn, None)
-    if conn.events:
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(conn.sock)
-    conn.events = 0
     conn.sock.close()
     conn.out = bytearray()  # answers still under way may keep `conn` a while: not its output
     if isinstance(conn.waiting, CrossReserve):
@@ -339,9 +334,20 @@ def close(self: ServingProcess, conn: Conn) -> None:
         self.inflight.pop(conn.waiting, None)
         conn.waiting = None
     self.disconnect(conn)
-    self.request(self.shard_of(conn.use), ops.REF, conn, [conn.use, -1, 0], None)
+    self.request(self.shard_of(conn.use), ops.REF, conn, RefArgs(conn.use, -1, 0), None)
     for tube in conn.watch:
-        self.request(self.shard_of(tube), ops.REF, conn, [tube, 0, -1], None)
+        self.request(self.shard_of(tube), ops.REF, conn, RefArgs(tube, 0, -1), None)
+
+
+def unlist(self: ServingProcess, conn: Conn) -> None:
+    """No longer served here (closed, or handed over): out of the tables, not polled."""
+    self.conns.pop(conn.id, None)
+    self.dirty.discard(conn)
+    self.backlog.discard(conn)
+    if conn.events:  # not read here (another process may be reading it)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(conn.sock)
+    conn.events = 0
 
 
 def dispatch(self: ServingProcess, conn: Conn, cmd: c.Command) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import IntEnum
 from typing import Any
 
@@ -16,7 +16,8 @@ from shardq.protocol import proto
 COORDINATOR = -1  #: target index for the coordinator in request batches
 LOCAL = LOCAL_PEER  #: the peer identity of the serving process's own requests to its hosted shard
 
-Done = Callable[["Conn", list[Any]], None]  #: what runs when a request is answered
+#: what runs when a request is answered: the connection, the reply's payload
+Done = Callable[["Conn", Sequence[Any]], None]
 
 
 class Phase(IntEnum):

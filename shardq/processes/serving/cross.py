@@ -7,13 +7,16 @@ from __future__ import annotations
 import functools
 import heapq
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.engine import CANCELLED, OFFER, RESERVED, WAITING
+from shardq.cluster.wire import Request
+from shardq.engine.engine import CANCELLED, OFFER, WAITING
 from shardq.engine.job import NS
-from shardq.engine.reserve import Offer
+from shardq.engine.reserve import Final, Offer, Reserved
 from shardq.processes.serving.conn import CLOSED, Conn, CrossReserve
 from shardq.processes.shard import ops
+from shardq.processes.shard.ops import DisconnectArgs, JobArg, ReserveArgs
 from shardq.protocol import proto
 
 if TYPE_CHECKING:
@@ -34,7 +37,7 @@ def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
     conn.shards.update(by_shard)
     if len(by_shard) == 1:
         ((shard, tubes),) = by_shard.items()
-        args = [tubes, timeout_at, soon_at, False]
+        args = ReserveArgs(tubes, timeout_at, soon_at, False)
         if shard == self.hosted_index and not self.outq.get(shard):
             self.reserve_hosted(conn, args, now)
             return
@@ -46,20 +49,20 @@ def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
         cross.expire_at, cross.reply = soon_at, proto.DEADLINE_SOON
     conn.waiting = cross
     for shard, tubes in by_shard.items():
-        rid = self.request(shard, ops.RESERVE, conn, [tubes, None, None, True], None)
+        rid = self.request(shard, ops.RESERVE, conn, ReserveArgs(tubes, None, None, True), None)
         cross.rids[rid] = shard
         cross.tubes[rid] = tubes
         cross.live.add(rid)
         self.cross[rid] = cross
 
 
-def reserve_hosted(self: ServingProcess, conn: Conn, args: list[Any], now: int) -> None:
+def reserve_hosted(self: ServingProcess, conn: Conn, args: ReserveArgs, now: int) -> None:
     """A reserve on the hosted shard, at once: answered now, or a waiter the engine
     answers later (take_events in run_hosted) under this rid."""
     assert self.hosted is not None
     rid = self.new_rid()
-    tubes, timeout_at, soon_at, _offer = args
-    payload = self.hosted.core.reserve_local(conn.id, rid, tuple(tubes), now, timeout_at, soon_at)
+    tubes, timeout_at, soon_at = tuple(args.tubes), args.timeout_at, args.soon_at
+    payload = self.hosted.core.reserve_local(conn.id, rid, tubes, now, timeout_at, soon_at)
     if payload is None:
         self.pending[rid] = (conn, self.on_reserved)
         conn.waiting = rid
@@ -86,27 +89,28 @@ def reserve_at_eof(self: ServingProcess, conn: Conn) -> None:
         self.cancel(target, waiting, conn)
 
 
-def on_reserved(self: ServingProcess, conn: Conn, payload: list[Any]) -> None:
+def on_reserved(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> None:
+    """A reserve's answer: engine.Reserved, Final, or [CANCELLED]."""
     conn.waiting = None
-    if payload[0] == CANCELLED:  # withdrawn at end of input (reserve_at_eof)
-        self.reply(conn, proto.TIMED_OUT)
-        return
-    if payload[0] == RESERVED:
+    if len(payload) == len(Reserved._fields):
         _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
         conn.reserved[job_id] = deadline
         self.reply(conn, reply)
-        return
-    self.reply(conn, payload[1])  # FINAL: the reply bytes
+    elif len(payload) == len(Final._fields):
+        self.reply(conn, Final._make(payload).reply)
+    else:  # [CANCELLED]: withdrawn at end of input (reserve_at_eof)
+        self.reply(conn, proto.TIMED_OUT)
 
 
-def on_cross(self: ServingProcess, rid: int, cross: CrossReserve, payload: list[Any]) -> None:
-    kind = payload[0]
+def on_cross(self: ServingProcess, rid: int, cross: CrossReserve, payload: Sequence[Any]) -> None:
+    """An offer-mode reserve's answer: engine.Offer, [WAITING] or [CANCELLED]."""
+    kind, *_fields = payload
     if kind in (CANCELLED, OFFER):
         cross.live.discard(rid)
     if kind == OFFER:
         offer = Offer._make(payload)
         if cross.done:
-            self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
+            self.request(cross.rids[rid], ops.DECLINE, cross.conn, JobArg(offer.job_id), None)
         else:
             cross.offers.append((rid, offer))
     if kind in (OFFER, WAITING):
@@ -129,7 +133,7 @@ def settle_cross(self: ServingProcess, cross: CrossReserve) -> None:
     if cross.offers:
         best_rid, best = min(cross.offers, key=offer_order)
         cross.offers.remove((best_rid, best))
-        self.request(cross.rids[best_rid], ops.ACCEPT, cross.conn, [best.job_id], None)
+        self.request(cross.rids[best_rid], ops.ACCEPT, cross.conn, JobArg(best.job_id), None)
         cross.conn.reserved[best.job_id] = time.monotonic_ns() + best.ttr  # TTR starts now
         self.finish_cross(cross, best.reply)
         return
@@ -148,7 +152,7 @@ def finish_cross(self: ServingProcess, cross: CrossReserve, reply: bytes | None)
     if not cross.done:
         cross.done = True
         for rid, offer in cross.offers:  # collected, never settled: each goes back
-            self.request(cross.rids[rid], ops.DECLINE, cross.conn, [offer.job_id], None)
+            self.request(cross.rids[rid], ops.DECLINE, cross.conn, JobArg(offer.job_id), None)
         cross.offers.clear()
         for rid in cross.live:
             if rid in self.cross:
@@ -185,11 +189,12 @@ def reask_offers(self: ServingProcess, target: int) -> None:
     for cross in {id(x): x for x in self.cross.values()}.values():
         if cross.done:
             continue
-        for rid, offer in [o for o in cross.offers if cross.rids[o[0]] == target]:
+        for rid, offer in [(r, o) for r, o in cross.offers if cross.rids[r] == target]:
             cross.offers.remove((rid, offer))
             cross.answered.discard(rid)
             cross.live.add(rid)
-            req = [ops.RESERVE, rid, cross.conn.id, cross.tubes[rid], None, None, True]
+            args = ReserveArgs(cross.tubes[rid], None, None, True)
+            req = Request(ops.RESERVE, rid, cross.conn.id, args)
             self.inflight[rid] = (target, req)  # resent below with the other requests
 
 
@@ -202,21 +207,22 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
     if len(holding) < 2:
         holding = set()
     for shard in conn.shards - holding:
-        self.request(shard, ops.DISCONNECT, conn, [], None)
+        self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False), None)
     if not holding:
         return
     unanswered = set(holding)
 
-    def answered(shard: int, _conn: Conn | None, _payload: list[Any]) -> None:
+    def answered(shard: int, _conn: Conn | None, _payload: Sequence[Any]) -> None:
         """A shard has the jobs ready and their tubes held: once all have, UNHOLD."""
         unanswered.discard(shard)
         if not unanswered:
             for target in holding:
-                self.request(target, ops.UNHOLD, conn, [], None)
+                self.request(target, ops.UNHOLD, conn, (), None)
 
     for shard in holding:
-        rid = self.request(shard, ops.DISCONNECT, conn, [True], None)
+        hold = DisconnectArgs(True)
+        rid = self.request(shard, ops.DISCONNECT, conn, hold, None)
         self.pending[rid] = (None, functools.partial(answered, shard))
         # forgotten, not resent, if the shard restarts (resync: its connection is gone);
         # the other shards' holds then end by themselves (closing.HOLD_S)
-        self.inflight[rid] = (shard, [ops.DISCONNECT, rid, conn.id, True])
+        self.inflight[rid] = (shard, Request(ops.DISCONNECT, rid, conn.id, hold))

@@ -5,13 +5,26 @@ from __future__ import annotations
 import functools
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
 from shardq.engine.engine import RESERVED
+from shardq.engine.reserve import Reserved
 from shardq.processes.serving.conn import CLOSED, CLOSING, COORDINATOR, Conn, Done
 from shardq.processes.shard import ops
+from shardq.processes.shard.ops import (
+    BuryArgs,
+    DeleteArgs,
+    JobArg,
+    KickArgs,
+    PauseArgs,
+    PutArgs,
+    RefArgs,
+    ReleaseArgs,
+    Touched,
+    TubeArg,
+)
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 
@@ -43,7 +56,7 @@ def forward(
     conn: Conn,
     target: int | None,
     op: int,
-    args: list[Any],
+    args: Sequence[Any],
     done: Done | None = None,
 ) -> None:
     """Send a command to the process that owns its data; reply with what it answers."""
@@ -53,9 +66,10 @@ def forward(
     self.call(conn, target, op, args, done or self.reply_first)
 
 
-def reply_first(self: ServingProcess, conn: Conn, payload: list[Any]) -> None:
-    """Most answers: the reply bytes the shard formatted."""
-    self.reply(conn, payload[0])
+def reply_first(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> None:
+    """Most answers (`wire.Answer`): the reply bytes the shard formatted."""
+    (reply,) = payload
+    self.reply(conn, reply)
 
 
 def by_id(
@@ -63,10 +77,11 @@ def by_id(
     conn: Conn,
     op: int,
     job_id: int,
-    args: list[Any],
+    args: Sequence[Any],
     done: Done | None = None,
 ) -> None:
-    self.forward(conn, self.job_shard(job_id), op, [job_id, *args], done)
+    """A command for a job: to the shard its id routes to (`args`: the op's, with it)."""
+    self.forward(conn, self.job_shard(job_id), op, args, done)
 
 
 def do_put(self: ServingProcess, conn: Conn, cmd: c.Put) -> None:
@@ -95,7 +110,7 @@ def put_with_id(self: ServingProcess, conn: Conn, cmd: c.Put, shard: int, job_id
     elif self.draining:
         self.reply(conn, proto.DRAINING)
     elif conn.phase is not CLOSED:
-        args = [job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body]
+        args = PutArgs(job_id, self.put_stamp(), conn.use, cmd.pri, cmd.delay, cmd.ttr, cmd.body)
         self.call(conn, shard, ops.PUT, args, self.reply_first)
 
 
@@ -106,9 +121,10 @@ def put_stamp(self: ServingProcess) -> int:
 
 
 def forget(self: ServingProcess, job_id: int) -> Done:
-    def done(conn: Conn, payload: list[Any]) -> None:
+    def done(conn: Conn, payload: Sequence[Any]) -> None:
+        (reply,) = payload  # wire.Answer
         conn.reserved.pop(job_id, None)
-        self.reply(conn, payload[0])
+        self.reply(conn, reply)
 
     return done
 
@@ -117,21 +133,22 @@ def do_reserve_job(self: ServingProcess, conn: Conn, cmd: c.ReserveJob) -> None:
     shard = self.job_shard(cmd.id)
     if shard is not None:
         conn.shards.add(shard)
-    self.by_id(conn, ops.RESERVE_JOB, cmd.id, [], self.on_reserved_job)
+    self.by_id(conn, ops.RESERVE_JOB, cmd.id, JobArg(cmd.id), self.on_reserved_job)
 
 
-def on_reserved_job(self: ServingProcess, conn: Conn, payload: list[Any]) -> None:
-    if payload[0] == RESERVED:
+def on_reserved_job(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> None:
+    if len(payload) == len(Reserved._fields) and Reserved._make(payload).kind == RESERVED:
         conn.worker = True  # beanstalkd counts a worker only when reserve-job succeeds
         conn.away = None
     self.on_reserved(conn, payload)
 
 
 def on_touched(self: ServingProcess, job_id: int) -> Done:
-    def done(conn: Conn, payload: list[Any]) -> None:
-        if payload[1]:
-            conn.reserved[job_id] = payload[1]
-        self.reply(conn, payload[0])
+    def done(conn: Conn, payload: Sequence[Any]) -> None:
+        touched = Touched._make(payload)
+        if touched.deadline:
+            conn.reserved[job_id] = touched.deadline
+        self.reply(conn, touched.reply)
 
     return done
 
@@ -147,22 +164,22 @@ def do_use(self: ServingProcess, conn: Conn, cmd: c.Use) -> None:
     if old == cmd.tube:
         self.reply(conn, proto.using(cmd.tube))
         return
-    self.request(self.shard_of(old), ops.REF, conn, [old, -1, 0], None)
+    self.request(self.shard_of(old), ops.REF, conn, RefArgs(old, -1, 0), None)
     self.forward(
         conn,
         self.shard_of(cmd.tube),
         ops.REF,
-        [cmd.tube, 1, 0],
+        RefArgs(cmd.tube, 1, 0),
         functools.partial(self.reply_using, cmd.tube),
     )
 
 
-def reply_using(self: ServingProcess, tube: str, conn: Conn, _payload: list[Any]) -> None:
+def reply_using(self: ServingProcess, tube: str, conn: Conn, _payload: Sequence[Any]) -> None:
     """`use` answered by the tube's shard: USING."""
     self.reply(conn, proto.using(tube))
 
 
-def reply_watching(self: ServingProcess, conn: Conn, _payload: list[Any]) -> None:
+def reply_watching(self: ServingProcess, conn: Conn, _payload: Sequence[Any]) -> None:
     """`watch` or `ignore` answered by the tube's shard: WATCHING and the count."""
     self.reply(conn, proto.watching(len(conn.watch)))
 
@@ -173,7 +190,8 @@ def do_watch(self: ServingProcess, conn: Conn, cmd: c.Watch) -> None:
         return
     conn.watch.append(cmd.tube)
     conn.away = None
-    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, 1], self.reply_watching)
+    ref = RefArgs(cmd.tube, 0, 1)
+    self.forward(conn, self.shard_of(cmd.tube), ops.REF, ref, self.reply_watching)
 
 
 def do_ignore(self: ServingProcess, conn: Conn, cmd: c.Ignore) -> None:
@@ -187,7 +205,8 @@ def do_ignore(self: ServingProcess, conn: Conn, cmd: c.Ignore) -> None:
     conn.watch[i] = conn.watch[-1]  # swap-remove, as beanstalkd's watch set does
     conn.watch.pop()
     conn.away = None
-    self.forward(conn, self.shard_of(cmd.tube), ops.REF, [cmd.tube, 0, -1], self.reply_watching)
+    ref = RefArgs(cmd.tube, 0, -1)
+    self.forward(conn, self.shard_of(cmd.tube), ops.REF, ref, self.reply_watching)
 
 
 def connection_fields(self: ServingProcess) -> dict[str, Any]:
@@ -221,31 +240,12 @@ def do_stats(self: ServingProcess, conn: Conn, cmd: c.Stats) -> None:
             "rusage-utime": usage.ru_utime,
             "rusage-stime": usage.ru_stime,
         }
-    self.forward(conn, COORDINATOR, wire.STATS, [fields])
+    self.forward(conn, COORDINATOR, wire.STATS, wire.Asked(fields, False))
 
 
 #: command class -> the `cmd-*` stats counter it bumps (commands.py: STAT)
 STAT_KEYS: dict[type, str] = {cls: cls.STAT for cls in c.COMMANDS if cls.STAT is not None}
 
-#: shard ops answered at once and in order: a connection may pipeline them
-PIPELINED = frozenset(
-    {
-        ops.PUT,
-        ops.DELETE,
-        ops.RELEASE,
-        ops.BURY,
-        ops.TOUCH,
-        ops.PEEK,
-        ops.KICK_JOB,
-        ops.STATS_JOB,
-        ops.PEEK_READY,
-        ops.PEEK_DELAYED,
-        ops.PEEK_BURIED,
-        ops.KICK,
-        ops.STATS_TUBE,
-        ops.PAUSE_TUBE,
-    }
-)
 BY_ID = (c.Delete, c.Release, c.Bury, c.Touch, c.Peek, c.KickJob, c.StatsJob)
 BY_USED_TUBE = (c.PeekReady, c.PeekDelayed, c.PeekBuried, c.Kick)
 
@@ -259,59 +259,61 @@ def on_reserve_with_timeout(a: ServingProcess, conn: Conn, cmd: c.ReserveWithTim
 
 
 def on_delete(a: ServingProcess, conn: Conn, cmd: c.Delete) -> None:
-    a.by_id(conn, ops.DELETE, cmd.id, [], a.forget(cmd.id))
+    a.by_id(conn, ops.DELETE, cmd.id, DeleteArgs(cmd.id, False), a.forget(cmd.id))
 
 
 def on_release(a: ServingProcess, conn: Conn, cmd: c.Release) -> None:
-    a.by_id(conn, ops.RELEASE, cmd.id, [cmd.pri, cmd.delay], a.forget(cmd.id))
+    args = ReleaseArgs(cmd.id, cmd.pri, cmd.delay)
+    a.by_id(conn, ops.RELEASE, cmd.id, args, a.forget(cmd.id))
 
 
 def on_bury(a: ServingProcess, conn: Conn, cmd: c.Bury) -> None:
-    a.by_id(conn, ops.BURY, cmd.id, [cmd.pri], a.forget(cmd.id))
+    a.by_id(conn, ops.BURY, cmd.id, BuryArgs(cmd.id, cmd.pri, False), a.forget(cmd.id))
 
 
 def on_touch(a: ServingProcess, conn: Conn, cmd: c.Touch) -> None:
-    a.by_id(conn, ops.TOUCH, cmd.id, [], a.on_touched(cmd.id))
+    a.by_id(conn, ops.TOUCH, cmd.id, JobArg(cmd.id), a.on_touched(cmd.id))
 
 
 def on_peek(a: ServingProcess, conn: Conn, cmd: c.Peek) -> None:
-    a.by_id(conn, ops.PEEK, cmd.id, [])
+    a.by_id(conn, ops.PEEK, cmd.id, JobArg(cmd.id))
 
 
 def on_kick_job(a: ServingProcess, conn: Conn, cmd: c.KickJob) -> None:
-    a.by_id(conn, ops.KICK_JOB, cmd.id, [])
+    a.by_id(conn, ops.KICK_JOB, cmd.id, JobArg(cmd.id))
 
 
 def on_stats_job(a: ServingProcess, conn: Conn, cmd: c.StatsJob) -> None:
-    a.by_id(conn, ops.STATS_JOB, cmd.id, [])
+    a.by_id(conn, ops.STATS_JOB, cmd.id, JobArg(cmd.id))
 
 
 def on_peek_ready(a: ServingProcess, conn: Conn, cmd: c.PeekReady) -> None:
-    a.forward(conn, a.shard_of(conn.use), ops.PEEK_READY, [conn.use])
+    a.forward(conn, a.shard_of(conn.use), ops.PEEK_READY, TubeArg(conn.use))
 
 
 def on_peek_delayed(a: ServingProcess, conn: Conn, cmd: c.PeekDelayed) -> None:
-    a.forward(conn, a.shard_of(conn.use), ops.PEEK_DELAYED, [conn.use])
+    a.forward(conn, a.shard_of(conn.use), ops.PEEK_DELAYED, TubeArg(conn.use))
 
 
 def on_peek_buried(a: ServingProcess, conn: Conn, cmd: c.PeekBuried) -> None:
-    a.forward(conn, a.shard_of(conn.use), ops.PEEK_BURIED, [conn.use])
+    a.forward(conn, a.shard_of(conn.use), ops.PEEK_BURIED, TubeArg(conn.use))
 
 
 def on_kick(a: ServingProcess, conn: Conn, cmd: c.Kick) -> None:
-    a.forward(conn, a.shard_of(conn.use), ops.KICK, [conn.use, cmd.bound])
+    a.forward(conn, a.shard_of(conn.use), ops.KICK, KickArgs(conn.use, cmd.bound))
 
 
 def on_stats_tube(a: ServingProcess, conn: Conn, cmd: c.StatsTube) -> None:
-    a.forward(conn, a.shard_of(cmd.tube), ops.STATS_TUBE, [cmd.tube])
+    a.forward(conn, a.shard_of(cmd.tube), ops.STATS_TUBE, TubeArg(cmd.tube))
 
 
 def on_pause_tube(a: ServingProcess, conn: Conn, cmd: c.PauseTube) -> None:
-    a.forward(conn, a.shard_of(cmd.tube), ops.PAUSE_TUBE, [cmd.tube, cmd.delay])
+    args = PauseArgs(cmd.tube, cmd.delay)
+    a.forward(conn, a.shard_of(cmd.tube), ops.PAUSE_TUBE, args)
 
 
 def on_list_tubes(a: ServingProcess, conn: Conn, cmd: c.ListTubes) -> None:
-    a.forward(conn, COORDINATOR, wire.LIST_TUBES, [])
+    a.forward(conn, COORDINATOR, wire.LIST_TUBES, ())
 
 
 def on_list_tube_used(a: ServingProcess, conn: Conn, cmd: c.ListTubeUsed) -> None:

@@ -45,6 +45,7 @@ from shardq.cluster.routing import MAX_SERVING
 from shardq.processes.common.sockpath import socket_path
 from shardq.processes.serving.conn import CLOSED, IDLE, Conn
 from shardq.processes.shard import ops
+from shardq.processes.shard.ops import DisconnectArgs, MoveRefArgs, RefArgs
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
@@ -181,12 +182,7 @@ def hand_off(self: ServingProcess, conn: Conn, counted: bool = True) -> bool:
         log.debug("handoff to serving process %d failed: %s", owner, e)
         conn.away = False if conn.moves >= MAX_MOVES else None
         return False
-    self.conns.pop(conn.id, None)
-    self.dirty.discard(conn)
-    if conn.events:  # not read here while the other process may be reading it
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(conn.sock)
-    conn.events = 0
+    self.unlist(conn)  # not read here while the other process may be reading it
     self.handovers.moving[conn.id] = Moving(conn, owner, counted)
     return True
 
@@ -264,10 +260,11 @@ def take(self: ServingProcess, state: wire.Handoff, sock: socket.socket | None) 
     refs = [(conn.use, 1, 0)] + [(tube, 0, 1) for tube in conn.watch]
     for tube, using, watching in refs:
         if state.counted:
-            args = [tube, using, watching, state.origin]
+            args = MoveRefArgs(tube, using, watching, state.origin)
             self.request(self.shard_of(tube), ops.MOVE_REF, conn, args, None)
         else:
-            self.request(self.shard_of(tube), ops.REF, conn, [tube, using, watching], None)
+            ref = RefArgs(tube, using, watching)
+            self.request(self.shard_of(tube), ops.REF, conn, ref, None)
     if state.pending:
         conn.parser.feed(state.pending)
         self.pump(conn)
@@ -313,7 +310,7 @@ def let_go(self: ServingProcess, conn: Conn) -> None:
     conn.step("close")
     conn.sock.close()  # our descriptor only: the new owner's keeps the connection open
     for shard in conn.shards:  # nothing is held, but leave no trace of the old id
-        self.request(shard, ops.DISCONNECT, conn, [], None)
+        self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False), None)
     self.handovers.handed_off += 1
 
 
@@ -325,7 +322,7 @@ def keep(self: ServingProcess, moving: Moving) -> None:
     self.conns[conn.id] = conn
     self.interest(conn)
     if not moving.counted:  # handed over at accept: take its references as accept would
-        self.request(self.shard_of(conn.use), ops.REF, conn, [conn.use, 1, 1], None)
+        self.request(self.shard_of(conn.use), ops.REF, conn, RefArgs(conn.use, 1, 1), None)
     self.read(conn)
 
 

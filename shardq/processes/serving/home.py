@@ -23,8 +23,8 @@ import time
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import TubeShards
-from shardq.engine.engine import RESERVED
 from shardq.engine.job import NS
+from shardq.engine.reserve import Reserved
 from shardq.processes.serving.conn import IDLE, Conn
 from shardq.protocol.parser import INT_MAX, MAX_LINE, U32_MAX, U64_MAX
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 CRLF = b"\r\n"
 P, R, D = 112, 114, 100  #: first bytes of put, reserve*, delete
 TIMEOUT_AT = len(b"reserve-with-timeout ")
+RESERVED_FIELDS = len(Reserved._fields)  #: a reserve answered with a job (else engine.Final)
 
 
 def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
@@ -139,9 +140,12 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     self.pending[rid] = (conn, self.on_reserved)
                     conn.waiting = rid
                     break
-                if payload[0] == RESERVED:
-                    conn.reserved[payload[2]] = payload[3]
-                out += payload[1]
+                if len(payload) == RESERVED_FIELDS:
+                    _kind, reply, job_id, deadline = payload  # engine.Reserved
+                    conn.reserved[job_id] = deadline
+                else:
+                    _kind, reply = payload  # engine.Final
+                out += reply
             elif first == D:
                 if not starts(b"delete ", pos):
                     break

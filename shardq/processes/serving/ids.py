@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
@@ -59,13 +59,14 @@ def lease(self: ServingProcess, shard: int) -> None:
     if asked + len(self.spare.get(shard, ())) >= SPARE_BLOCKS:
         return
     self.leasing[shard] = asked + 1
-    rid = self.request(COORDINATOR, wire.LEASE, None, [shard], None)
+    rid = self.request(COORDINATOR, wire.LEASE, None, wire.Lease(shard), None)
     self.pending[rid] = (None, functools.partial(self.leased, shard))
 
 
-def leased(self: ServingProcess, shard: int, _conn: Conn | None, payload: list[Any]) -> None:
-    """The coordinator's answer to a lease: a block of ids for `shard`."""
-    self.on_lease(shard, payload[0])
+def leased(self: ServingProcess, shard: int, _conn: Conn | None, payload: Sequence[Any]) -> None:
+    """The coordinator's answer to a lease: a block of ids for `shard` (`wire.Answer`)."""
+    (block,) = payload
+    self.on_lease(shard, block)
 
 
 def on_lease(self: ServingProcess, shard: int, block: int) -> None:

@@ -30,12 +30,13 @@ import selectors
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import zmq
 
 from shardq.cluster import wire
 from shardq.cluster.routing import TubeShards, tagged
+from shardq.cluster.wire import Request
 from shardq.engine.job import NS
 from shardq.processes.common import lifeline, live, wakeup
 from shardq.processes.common.listener import Network, parse_networks
@@ -45,6 +46,7 @@ from shardq.processes.common.zmqctx import context
 from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
 from shardq.processes.shard.core import ShardCore
+from shardq.processes.shard.holding import Outbox
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
 from shardq.protocol.stats_keys import CMD_KEYS
@@ -105,6 +107,7 @@ class ServingProcess:
     pump = clients.pump
     run_backlog = clients.run_backlog
     close = clients.close
+    unlist = clients.unlist
     interest = clients.interest
     overflow = clients.overflow
     pause_input = clients.pause_input
@@ -173,7 +176,7 @@ class ServingProcess:
         self.sel = selectors.DefaultSelector()
         self.hosted: ShardServer | None = None
         self.hosted_index = -2  # no shard index
-        self.hosted_out: dict[bytes, list[Any]] = {}  # peer -> replies of the hosted shard
+        self.hosted_out: Outbox = {}  # peer -> replies of the hosted shard
         if hosted is not None:
             self.hosted_index = hosted.index
             self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
@@ -189,7 +192,7 @@ class ServingProcess:
         self.monitor_target: dict[zmq.Socket, int] = {}
         self.up: dict[int, bool] = {}  # target -> connected now
         self.seen_up: set[int] = set()  # targets that were connected at least once
-        self.inflight: dict[int, tuple[int, list[Any]]] = {}  # rid -> (target, request)
+        self.inflight: dict[int, tuple[int, Request]] = {}  # rid -> (target, request)
         for target, s in self.socks.items():
             self.sel.register(cast(int, s.getsockopt(zmq.FD)), selectors.EVENT_READ, s)
             mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
@@ -212,7 +215,7 @@ class ServingProcess:
         self.next_rid = tagged(1, index)
         self.pending: dict[int, tuple[Conn | None, Done]] = {}
         self.cross: dict[int, CrossReserve] = {}
-        self.outq: dict[int, list[list[Any]]] = {}
+        self.outq: dict[int, list[Request]] = {}
         self.dirty: set[Conn] = set()
         self.backlog: set[Conn] = set()  # connections with commands left for the next turn
         self.timers: list[tuple[int, int, CrossReserve]] = []
@@ -371,7 +374,7 @@ class ServingProcess:
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
         if server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN:
             batches = server.receive()  # from the coordinator, or another serving process
-            if any(req[0] == COUNTS for _peer, batch in batches for req in batch):
+            if any(Request._make(r).op == COUNTS for _peer, batch in batches for r in batch):
                 # a `stats` counts what happened before it: take in what the clients sent
                 # before the question reached us (a close on another connection, say)
                 self.handle_events(self.sel.select(0))

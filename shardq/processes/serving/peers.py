@@ -7,28 +7,25 @@ import os
 import selectors
 import struct
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from shardq.cluster import wire
 from shardq.cluster.routing import MAX_SERVING
+from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
 from shardq.processes.common.zmqctx import dealer
 from shardq.processes.serving import handoff
 from shardq.processes.serving.clients import PRIVATE
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
-from shardq.processes.serving.handlers import PIPELINED
 from shardq.processes.shard import ops
+from shardq.processes.shard.ops import NO_REPLY, PIPELINED, BuryArgs, DeleteArgs, JobArg
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
-
-NO_REPLY = frozenset(
-    {ops.ACCEPT, ops.DECLINE, ops.DISCONNECT, ops.REASSERT, ops.RESET, ops.MOVE_REF, ops.UNHOLD}
-)  #: fire-and-forget ops
-
 
 MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
 
@@ -58,13 +55,14 @@ def request(
     target: int,
     op: int,
     conn: Conn | None,
-    args: list[Any],
+    args: Sequence[Any],
     done: Done | None,
 ) -> int:
+    """Queue a request for `target` (its `args` in the op's shape); its rid."""
     rid = self.new_rid()
     if done is not None and conn is not None:
         self.pending[rid] = (conn, done)
-    req = [op, rid, conn.id if conn else 0, *args]
+    req = Request(op, rid, conn.id if conn else 0, args)
     if op not in NO_REPLY and (op != ops.REF or done is not None):
         self.inflight[rid] = (target, req)  # resent if the target restarts
     self.outq.setdefault(target, []).append(req)
@@ -73,13 +71,13 @@ def request(
 
 def cancel(self: ServingProcess, target: int, rid: int, conn: Conn) -> None:
     """Withdraw a cross-shard waiter; the CANCELLED answer says no offer can follow."""
-    req = [ops.CANCEL, rid, conn.id]
+    req = Request(ops.CANCEL, rid, conn.id, ())
     self.inflight[rid] = (target, req)
     self.outq.setdefault(target, []).append(req)
 
 
 def call(
-    self: ServingProcess, conn: Conn, target: int, op: int, args: list[Any], done: Done
+    self: ServingProcess, conn: Conn, target: int, op: int, args: Sequence[Any], done: Done
 ) -> None:
     """Send a command for a connection. A plain request/reply op to a shard is pipelined:
     the connection may send more to the same shard before the answer, since that shard
@@ -96,7 +94,7 @@ def call(
         conn.piped += 1
         conn.pipe_target = target
 
-        def piped_done(k: Conn, payload: list[Any]) -> None:
+        def piped_done(k: Conn, payload: Sequence[Any]) -> None:
             k.piped -= 1
             if not k.piped:
                 k.step("drained")
@@ -134,7 +132,7 @@ def on_monitor(self: ServingProcess, target: int, event: int) -> None:
         self.resync(target)
     elif target != COORDINATOR:
         # first contact: drop what this process's previous life left there
-        self.outq.setdefault(target, []).insert(0, [ops.RESET, 0, self.index])
+        self.outq.setdefault(target, []).insert(0, Request(ops.RESET, 0, self.index, ()))
     else:
         rid = self.request(COORDINATOR, wire.BLOCKS, None, [], None)
         self.pending[rid] = (None, self.got_blocks)
@@ -165,21 +163,24 @@ def maybe_ready(self: ServingProcess) -> None:
         self.ready_fd = -1
 
 
-def resent(self: ServingProcess, req: list[Any]) -> list[Any]:
+def resent(self: ServingProcess, req: Request) -> Request:
     """A request as it is sent again to a restarted process (its first try may have
     reached the log): references are already restored, and a delete or bury of a job
     the connection held is marked so the shard can tell "done before" from "not found"."""
-    if req[0] == ops.REF:
-        return [ops.REF, req[1], req[2], req[3], 0, 0]
-    conn = self.conns.get(req[2])
-    if req[0] in (ops.DELETE, ops.BURY) and conn is not None and req[3] in conn.reserved:
-        return [*req, True]
+    op = req.op
+    if op == ops.REF:
+        return req._replace(args=ops.RefArgs(ops.RefArgs._make(req.args).tube, 0, 0))
+    conn = self.conns.get(req.conn)
+    if op == ops.DELETE or op == ops.BURY:
+        args = (DeleteArgs if op == ops.DELETE else BuryArgs)._make(req.args)
+        if conn is not None and args.job_id in conn.reserved:
+            return req._replace(args=args._replace(resent=True))
     return req
 
 
 def resync(self: ServingProcess, target: int) -> None:
     """The target restarted: restore tube references, then resend what it never answered."""
-    refs: list[list[Any]] = []
+    refs: list[Request] = []
     if target != COORDINATOR:
         counts: dict[str, list[int]] = {}
         for conn in self.conns.values():
@@ -188,29 +189,32 @@ def resync(self: ServingProcess, target: int) -> None:
                 counts.setdefault(tube, [0, 0])[1] += 1
         for tube, (using, watching) in counts.items():
             if self.shard_of(tube) == target:
-                refs.append([ops.REF, 0, self.index, tube, using, watching])
+                refs.append(Request(ops.REF, 0, self.index, ops.RefArgs(tube, using, watching)))
         now = time.monotonic_ns()
         for conn in self.conns.values():
             for job_id, deadline in conn.reserved.items():
                 if deadline >= now and self.job_shard(job_id) == target:
-                    refs.append([ops.REASSERT, 0, conn.id, job_id, deadline])
-        refs.append([ops.SETTLED, 0, self.index])  # a restarted shard may hand out jobs now
+                    reassert = ops.ReassertArgs(job_id, deadline)
+                    refs.append(Request(ops.REASSERT, 0, conn.id, reassert))
+        # a restarted shard may hand out jobs now
+        refs.append(Request(ops.SETTLED, 0, self.index, ()))
     self.reask_offers(target)
     resend = []
     for rid, (t, req) in sorted(self.inflight.items()):
         if t != target:
             continue
-        if req[2] == 0 or req[2] in self.conns:
+        if req.conn == 0 or req.conn in self.conns:
             resend.append(self.resent(req))
         else:
             self.drop_request(rid)  # its connection is gone: nothing of it survives
-    queued = [r for r in self.outq.get(target, []) if r[1] not in self.inflight]
+    queued = [r for r in self.outq.get(target, []) if r.rid not in self.inflight]
     self.outq[target] = refs + resend + queued
 
 
-def got_blocks(self: ServingProcess, _conn: Conn | None, payload: list[Any]) -> None:
+def got_blocks(self: ServingProcess, _conn: Conn | None, payload: Sequence[Any]) -> None:
     """The coordinator's table of leased id blocks (asked for on first contact)."""
-    self.on_blocks(payload[0])
+    (table,) = payload  # wire.Answer
+    self.on_blocks(table)
 
 
 def drop_request(self: ServingProcess, rid: int) -> None:
@@ -224,9 +228,9 @@ def drop_request(self: ServingProcess, rid: int) -> None:
         self.on_cross(rid, cross, [CANCELLED])
 
 
-def on_replies(self: ServingProcess, batch: list[list[Any]]) -> None:
-    for reply in batch:
-        rid, payload = reply[0], reply[1:]
+def on_replies(self: ServingProcess, batch: Sequence[Reply] | Sequence[Sequence[Any]]) -> None:
+    """Replies from a peer (lists, as unpacked) or from the hosted shard (`Reply`s)."""
+    for rid, payload in batch:
         if rid == 0:
             continue
         cross = self.cross.get(rid)
@@ -236,8 +240,8 @@ def on_replies(self: ServingProcess, batch: list[list[Any]]) -> None:
         self.inflight.pop(rid, None)
         entry = self.pending.pop(rid, None)
         if entry is None:
-            if payload and payload[0] == OFFER:
-                self.decline_stray(payload)
+            if len(payload) == len(Offer._fields):
+                self.decline_stray(Offer._make(payload))
             continue
         conn, done = entry
         if conn is None or conn.phase is not CLOSED:
@@ -247,12 +251,11 @@ def on_replies(self: ServingProcess, batch: list[list[Any]]) -> None:
                 self.internal_error(conn, f"the answer {payload!r} to request {rid}")
 
 
-def decline_stray(self: ServingProcess, offer: list[Any]) -> None:
+def decline_stray(self: ServingProcess, offer: Offer) -> None:
     """An offer for a reserve this serving process no longer tracks: give the job back. Offers
     and cancels are ordered, so this should not happen; if it does, a job must not stay
     offered to a connection that is not waiting for it."""
-    got = Offer._make(offer)
-    job_id, conn_id = got.job_id, got.conn
-    shard = self.job_shard(job_id)
-    if shard is not None:
-        self.outq.setdefault(shard, []).append([ops.DECLINE, 0, conn_id, job_id])
+    shard = self.job_shard(offer.job_id)
+    if offer.kind == OFFER and shard is not None:
+        decline = Request(ops.DECLINE, 0, offer.conn, JobArg(offer.job_id))
+        self.outq.setdefault(shard, []).append(decline)

@@ -20,12 +20,16 @@ restart (RESET) ends its holds; HOLD_S ends any hold that is never lifted.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import origin_of
-from shardq.engine.engine import Engine
+from shardq.cluster.wire import Request
 from shardq.processes.shard import ops
 from shardq.processes.shard.held import HeldRequests
+
+if TYPE_CHECKING:
+    from shardq.engine.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,7 @@ class Closing:
         for conn in [c for c in self.holds if origin_of(c) == origin]:
             self.unhold(engine, conn, now)
 
-    def runnable(self, engine: Engine, now: int) -> list[tuple[bytes, list[Any]]]:
+    def runnable(self, engine: Engine, now: int) -> list[tuple[bytes, Request]]:
         """Holds past HOLD_S end; if any hold ended, the deferred requests, all of them, in
         order (one that meets a tube still held is deferred again when it runs)."""
         for conn in [c for c, hold in self.holds.items() if hold.until <= now]:
@@ -83,13 +87,14 @@ class Closing:
     def next_until(self) -> int | None:
         return min((hold.until for hold in self.holds.values()), default=None)
 
-    def defers(self, engine: Engine, op: int, args: list[Any]) -> bool:
+    def defers(self, engine: Engine, req: Request) -> bool:
         """Must this reserve wait? It would take from a held tube (RESERVE: one of its
         tubes; RESERVE_JOB: the job's tube)."""
-        if op == ops.RESERVE:
-            names = args[0]
+        names: Sequence[str]
+        if req.op == ops.RESERVE:
+            names = ops.ReserveArgs._make(req.args).tubes
         else:
-            job = engine.jobs.get(args[0])
+            job = engine.jobs.get(ops.JobArg._make(req.args).job_id)
             names = () if job is None else (job.tube,)
         tubes = engine.tubes
         return any(name in tubes and tubes[name].held for name in names)

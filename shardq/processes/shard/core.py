@@ -12,11 +12,12 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from shardq.cluster import wire
-from shardq.engine.engine import CANCELLED, FINAL, WAITING, Engine
+from shardq.cluster.wire import Request
+from shardq.engine.engine import Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
@@ -24,27 +25,19 @@ from shardq.processes.common import live, outofmemory, quota
 from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
-from shardq.processes.shard.holding import Holding, Outbox
+from shardq.processes.shard.holding import Answered, Holding, Outbox
 from shardq.processes.shard.logfault import LogFault
-from shardq.processes.shard.ops import HANDLERS
+from shardq.processes.shard.ops import OPS, Payload
 from shardq.processes.shard.settling import Settling
+from shardq.processes.shard.special import ReserveArgs
 from shardq.protocol import proto
+from shardq.protocol.replies import put_reply
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
 
 log = logging.getLogger(__name__)
 
 LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
-
-#: ops that settling (a restarted shard, processes/shard/settling.py) holds, drops or counts
-SETTLING_OPS = frozenset(
-    (ops.RESERVE, ops.RESERVE_JOB, ops.SETTLED, ops.CANCEL, ops.DISCONNECT, ops.RESET)
-)
-
-
-#: ops that a close's hold (processes/shard/closing.py) may defer, and the ones that end holds
-HOLDABLE = frozenset((ops.RESERVE, ops.RESERVE_JOB))
-CLOSING_OPS = frozenset((ops.UNHOLD, ops.RESET))
 
 
 class ShardCore(Holding):
@@ -127,23 +120,23 @@ class ShardCore(Holding):
         took = time.monotonic() - started
         log.info("shard %d: recovered %d jobs in %.2f s", self.index, len(self.engine.jobs), took)
 
-    def handle(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
-        """Apply one request; its reply ``[rid, *payload]``, or None (none, or later)."""
+    def handle(self, peer: bytes, req: Request, now: int) -> Answered | None:
+        """Apply one request; its reply (rid, payload), or None (none, or later)."""
         try:
             payload = self.apply(peer, req, now)
         except Exception as e:  # one bad request must not take the shard down
-            payload = self.failed(req[0], req[1], e)
-        return None if payload is None else [req[1], *payload]
+            payload = self.failed(req.op, req.rid, e)
+        return None if payload is None else (req.rid, payload)
 
-    def handle_into(self, peer: bytes, req: list[Any] | wire.Unread, now: int, out: Outbox) -> None:
+    def handle_into(self, peer: bytes, req: Request | wire.Unread, now: int, out: Outbox) -> None:
         """Apply one request and put its reply, and the events it caused, into `out` in the
         order they happened. The order matters: a put that serves an offer-mode waiter and
         a CANCEL of that waiter in the same batch must reach the serving process as OFFER, then
         CANCELLED, or the serving process would think no offer could follow and strand the job.
         A request that could not be decoded for want of memory is answered OUT_OF_MEMORY."""
         if isinstance(req, wire.Unread):
-            op = -1 if req.op is None else req.op  # a request's is never None
-            reply: list[Any] | None = [req.rid, *self.failed(op, req.rid, MemoryError())]
+            op = req.op if req.op in OPS else ops.PUT  # a put's body is what ran memory out
+            reply: Answered | None = (req.rid, self.failed(op, req.rid, MemoryError()))
         else:
             reply = self.handle(peer, req, now)
         if reply is not None:
@@ -157,24 +150,18 @@ class ShardCore(Holding):
         for rid, payload in events:
             peer = self.waiting_peer.pop(rid, None)
             if peer is not None:
-                out.setdefault(peer, []).append([rid, *payload])
+                out.setdefault(peer, []).append((rid, payload))
         events.clear()
 
-    def run(self, op: int, conn: int, args: list[Any], now: int) -> list[Any]:
+    def run(self, op: int, conn: int, args: Sequence[Any], now: int) -> Payload:
         """A plain request/reply op from the hosting serving process: its payload, with no rid or
         peer to carry (the serving process's direct path, see ServingProcess.call)."""
         try:
-            if op == ops.PUT and not self.admit_put(args):
-                return [proto.OUT_OF_MEMORY]  # not taken
-            payload = HANDLERS[op](self.engine, conn, args, now)
+            payload = OPS[op].apply(self, LOCAL_PEER, 0, conn, args, now)
         except Exception as e:  # one bad request must not take the shard down
             return self.failed(op, 0, e)
         assert payload is not None, op  # only ops with a reply come this way
         return payload
-
-    def admit_put(self, args: list[Any]) -> bool:
-        """`admit` for a PUT request's arguments."""
-        return self.admit(args[2], len(args[6]))
 
     def admit(self, tube: str, body_len: int) -> bool:
         """May a put of `body_len` bytes into `tube` be taken, with the copies its tube's
@@ -208,16 +195,16 @@ class ShardCore(Holding):
         if not self.admit(tube, len(body)):
             return proto.OUT_OF_MEMORY
         try:
-            return self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
+            return put_reply(job_id, self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
         except Exception as e:  # one bad request must not take the shard down
-            return bytes(self.failed(ops.PUT, 0, e)[0])
+            return self.failure(ops.PUT, 0, e)
 
     def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
         """A delete from the hosting serving process's fast path: the client's reply."""
         try:
             return self.engine.delete(conn, job_id, now)
         except Exception as e:  # one bad request must not take the shard down
-            return bytes(self.failed(ops.DELETE, 0, e)[0])
+            return self.failure(ops.DELETE, 0, e)
 
     def reserve_local(
         self,
@@ -227,14 +214,17 @@ class ShardCore(Holding):
         now: int,
         timeout_at: int | None,
         soon_at: int | None,
-    ) -> list[Any] | None:
+    ) -> Payload | None:
         """A reserve from the hosting serving process (serving/home.py, cross.py): its
         payload now, or None when it waits (answered later as an event under `rid`). As
         `apply` does for RESERVE, without a request to unpack."""
         if self.settling is not None or self.closing.holds:
-            req = [ops.RESERVE, rid, conn, tubes, timeout_at, soon_at, False]
-            reply = self.handle(LOCAL_PEER, req, now)
-            return None if reply is None else reply[1:]
+            args = ReserveArgs(list(tubes), timeout_at, soon_at, False)
+            reply = self.handle(LOCAL_PEER, Request(ops.RESERVE, rid, conn, args), now)
+            if reply is None:
+                return None
+            _rid, held = reply
+            return held
         try:
             payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
         except Exception as e:  # one bad request must not take the shard down
@@ -243,56 +233,26 @@ class ShardCore(Holding):
             self.waiting_peer[rid] = LOCAL_PEER
         return payload
 
-    def failed(self, op: int, rid: int, error: Exception) -> list[Any]:
-        """The payload for a request that raised: INTERNAL_ERROR to its client, or
-        OUT_OF_MEMORY when memory ran out (what beanstalkd answers then)."""
+    def failure(self, op: int, rid: int, error: Exception) -> bytes:
+        """The client's reply to a request that raised: INTERNAL_ERROR, or OUT_OF_MEMORY
+        when memory ran out (what beanstalkd answers then)."""
         if isinstance(error, MemoryError):
             outofmemory.note(f"shard {self.index}: a request, answered OUT_OF_MEMORY")
-            answer = proto.OUT_OF_MEMORY
-        else:
-            log.error("shard %d: %r failed", self.index, [op, rid], exc_info=error)
-            answer = proto.INTERNAL_ERROR
-        if op in (ops.RESERVE, ops.RESERVE_JOB):
-            return [FINAL, answer]
-        return [answer, 0]
+            return proto.OUT_OF_MEMORY
+        log.error("shard %d: %r failed", self.index, (op, rid), exc_info=error)
+        return proto.INTERNAL_ERROR
 
-    def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None:
-        op, rid, conn, args = req[0], req[1], req[2], req[3:]
-        if self.settling is not None and op in SETTLING_OPS:
-            return self.while_settling(self.settling, peer, req)
-        if op == ops.PUT and not self.admit_put(args):
-            return [proto.OUT_OF_MEMORY]  # not taken
-        if self.closing.holds and op in HOLDABLE and self.closing.defers(self.engine, op, args):
-            self.closing.deferred.add(peer, req)
-            return None  # answered when the tube opens (UNHOLD)
-        if op == ops.RESERVE:
-            tubes, timeout_at, soon_at, offer = args
-            payload = self.engine.reserve(conn, rid, tuple(tubes), now, timeout_at, soon_at, offer)
-            if payload is None or payload[0] == WAITING:  #: answered later as an event
-                self.waiting_peer[rid] = peer
-            return payload
-        if op == ops.DISCONNECT:  # its waiters go quietly: forget whom they answered to
-            for rid in [r for r, w in self.engine.waiters.items() if w.conn == conn]:
-                self.waiting_peer.pop(rid, None)
-            self.closing.deferred.drop_conn(conn)
-            if args:  # with hold: its jobs are ready, their tubes closed until UNHOLD
-                self.closing.hold(conn, self.engine.disconnect(conn, now, hold=True), now)
-                return []
-        if op in CLOSING_OPS:
-            return self.while_closing(op, rid, conn, now)
-        if op == ops.COUNTS and self.host_fields is not None:
-            counts = ops.op_counts(self.engine, conn, args, now)
-            return [*counts, self.host_fields()]
-        if op == ops.SETTLED:
-            return None  # not settling (a first start, or settled already)
-        if op == ops.CANCEL:
-            if self.closing.deferred.drop_rid(rid):
-                return [CANCELLED]
-            if self.engine.cancel(rid):
-                self.waiting_peer.pop(rid, None)
-            # else the waiter was served: its event still needs the peer (route_events)
-            return [CANCELLED]  # no offer for this rid can follow
-        return HANDLERS[op](self.engine, conn, args, now)
+    def failed(self, op: int, rid: int, error: Exception) -> Payload:
+        """The payload for a request that raised, in the op's reply shape (`Op.fail`)."""
+        return OPS[op].fail(self.failure(op, rid, error))
+
+    def apply(self, peer: bytes, req: Request, now: int) -> Payload | None:
+        """Dispatch through the op's declaration (ops.py); an op that hands out a job
+        waits while the shard settles or while a close holds the tube it would take from."""
+        op = OPS[req.op]
+        if op.held and self.holds(peer, req):
+            return None  # answered when settled, or when the tube opens (UNHOLD)
+        return op.apply(self, peer, req.rid, req.conn, req.args, now)
 
     def take_events(self, now: int, out: Outbox) -> None:
         """Run the timers; what the engine answered on its own goes into `out`."""
@@ -335,9 +295,7 @@ class ShardCore(Holding):
             wal.append(records)
             records.clear()
             self.engine.log_stats = wal.stats()
-            if wal.fsync_ms == 0:
-                wal.maybe_sync(time.monotonic())
-        wal.maybe_sync(time.monotonic())
+        wal.maybe_sync(time.monotonic())  # at once with fsync 0; else when its time is due
         if wal.needs_compaction(self.engine.live_bytes):
             try:
                 wal.compact(self.engine.snapshot())

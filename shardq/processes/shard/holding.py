@@ -5,14 +5,11 @@ them and let them go."""
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from shardq.cluster.routing import origin_of
-from shardq.engine.engine import CANCELLED
-from shardq.processes.shard import ops
+from shardq.cluster.wire import Request
 from shardq.processes.shard.closing import Closing
-from shardq.processes.shard.ops import HANDLERS
 from shardq.processes.shard.settling import Settling
 
 if TYPE_CHECKING:
@@ -20,7 +17,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("shardq.processes.shard.core")
 
-Outbox = dict[bytes, list[Any]]  #: peer identity -> replies for it, in order
+#: a reply as the shard builds it: a plain (rid, payload) pair, read as `wire.Reply`
+Answered = tuple[int, Sequence[Any]]
+Outbox = dict[bytes, list[Answered]]  #: peer identity -> replies for it, in order
 
 
 class Holding:
@@ -33,40 +32,19 @@ class Holding:
 
     if TYPE_CHECKING:
 
-        def apply(self, peer: bytes, req: list[Any], now: int) -> list[Any] | None: ...
+        def handle_into(self, peer: bytes, req: Request, now: int, out: Outbox) -> None: ...
 
-        def handle_into(self, peer: bytes, req: list[Any], now: int, out: Outbox) -> None: ...
-
-    def while_settling(self, settling: Settling, peer: bytes, req: list[Any]) -> list[Any] | None:
-        """A request that settling changes: a reserve is held, a cancel may withdraw a held
-        reserve, a close or a restarted serving process drops theirs, SETTLED counts."""
-        op, rid, conn = req[0], req[1], req[2]
-        if op in (ops.RESERVE, ops.RESERVE_JOB):
-            settling.held.add(peer, req)
-            return None  # answered when settled (a waiter's answer comes the same way)
-        if op == ops.SETTLED:
-            settling.settled(conn)
-            return None
-        if op == ops.CANCEL and settling.held.drop_rid(rid):
-            return [CANCELLED]
-        if op == ops.DISCONNECT:
-            settling.held.drop_conn(conn)
-        elif op == ops.RESET:
-            settling.drop_origin(origin_of(conn))
-        self.settling = None  # apply it as usual
-        try:
-            return self.apply(peer, req, time.monotonic_ns())
-        finally:
-            self.settling = settling
-
-    def while_closing(self, op: int, rid: int, conn: int, now: int) -> list[Any] | None:
-        """UNHOLD: the close's tubes open; RESET: a restarted serving process's holds end
-        (and its connections go, as usual)."""
-        if op == ops.UNHOLD:
-            self.closing.unhold(self.engine, conn, now)
-            return None
-        self.closing.reset(self.engine, origin_of(conn), now)
-        return HANDLERS[op](self.engine, conn, [], now)
+    def holds(self, peer: bytes, req: Request) -> bool:
+        """Must this request, which hands out a job (`Op.held`), wait? While the shard
+        settles, every such request is held until settled; while a close holds tubes, one
+        that would take from a held tube is deferred until UNHOLD."""
+        if self.settling is not None:
+            self.settling.held.add(peer, req)
+            return True
+        if self.closing.holds and self.closing.defers(self.engine, req):
+            self.closing.deferred.add(peer, req)
+            return True
+        return False
 
     def end_holds(self, now: int, out: Outbox) -> None:
         """Holds past their time end; the requests deferred by ended holds run again."""

@@ -1,299 +1,343 @@
-"""The shard's operations: each op's number, its arguments, and the named function that
-applies it to the engine, declared together (adding an op touches this file only, plus the
-engine method it calls and the serving process handler that sends it).
+"""The shard's operations, each declared once: its number, the shape of its arguments, the
+named function that applies it and its properties (`declare`). Everything else is derived
+from these declarations: the dispatch (`ShardCore.apply` looks the op up in `OPS`), what
+is fire-and-forget (`NO_REPLY`), what a connection may pipeline (`PIPELINED`) and what
+a settling shard or a close's hold keeps back (`Op.held`).
 
-A request is ``[op, rid, conn, *args]`` (cluster/wire.py encodes it); the handler gets the
-engine, the connection id, ``args`` and ``now`` and returns the reply payload (a list), or
-None for a fire-and-forget op.
+A request is `wire.Request` (op, rid, conn, args); its `args` are read with the op's
+shape (``PutArgs._make(req.args)``, done once by `Op.apply`). A handler gets what it
+needs: most ops only the engine (`engine=`: engine, conn, args, now); the ops that
+change what the shard remembers besides the engine — its waiting reserves' peers, held
+requests, settling, a close's hold — the whole core (`core=`: core, peer, rid, conn,
+args, now; shard/special.py). A handler returns the reply payload (a sequence the serving
+process reads by name: `wire.Answer`, engine.Reserved/Offer/Final, `Touched`...), or None
+for no reply (yet).
 
-Shard ops (serving process or coordinator -> shard):
-
-=============  =====================================  ==============================
-op             args                                   reply payload
-=============  =====================================  ==============================
-PUT            id, seq, tube, pri, delay, ttr, body   [reply]
-RESERVE        tubes, timeout_at, soon_at, offer      reserve payload (engine.py), or
-                                                      nothing yet (a waiter)
-CANCEL         target rid                             no reply
-ACCEPT         job id                                 no reply
-DECLINE        job id                                 no reply
-RESERVE_JOB    job id                                 reserve payload
-DELETE         job id                                 [reply]
-RELEASE        job id, pri, delay                     [reply]
-BURY           job id, pri                            [reply]
-TOUCH          job id                                 [reply, new deadline]
-PEEK           job id                                 [reply]
-KICK_JOB       job id                                 [reply]
-STATS_JOB      job id                                 [reply]
-PEEK_READY     tube                                   [reply]
-PEEK_DELAYED   tube                                   [reply]
-PEEK_BURIED    tube                                   [reply]
-KICK           tube, bound                            [reply]
-STATS_TUBE     tube                                   [reply]
-PAUSE_TUBE     tube, delay                            [reply]
-REF            tube, d_using, d_watching              [] (an acknowledgement; counted
-                                                      per origin of `conn`)
-MOVE_REF       tube, d_using, d_watching, old origin  no reply (a connection handed over:
-                                                      its references move to conn's origin)
-DISCONNECT     (none), or [True]: hold                no reply; with hold [] (its tubes
-                                                      stay closed to reserves until
-                                                      UNHOLD: processes/shard/closing.py)
-UNHOLD         (none)                                 no reply (the held tubes open)
-COUNTS         (none)                                 [counts dict, utime, stime] and,
-                                                      from a hosted shard, the serving
-                                                      process's stats fields
-LIST           (none)                                 [[order, name], ...]
-REASSERT       job id, TTR deadline                   no reply (re-reserve after restart)
-RESET          (none; conn = the process's index)     no reply (a restarted serving
-                                                      process: forget its connections)
-METRICS        (none)                                 [[stats-tube values of every tube],
-                                                      timing snapshot or None] (the
-                                                      metrics process; engine/timing.py)
-SETTLED        (none; conn = the process's index)     no reply (after its REASSERTs to a
-                                                      restarted shard: processes/shard/settling.py)
-=============  =====================================  ==============================
+How to add an op: docs/ARCHITECTURE.md, "How to add a shard op".
 """
 
 from __future__ import annotations
 
-import resource
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.cluster.routing import origin_of
-from shardq.engine.engine import Engine
+from shardq.engine.engine import FINAL, Engine
+from shardq.processes.shard import special
+from shardq.processes.shard.special import DisconnectArgs, NoArgs, Payload, PutArgs, ReserveArgs
+from shardq.protocol.replies import kicked
 
-Handler = Callable[[Engine, int, list[Any], int], list[Any] | None]
+if TYPE_CHECKING:
+    from shardq.processes.shard.core import ShardCore
 
-# One named handler per op: handler(engine, conn, args, now) -> reply payload (a list), or
-# None for an op with no reply. `args` is the request's tail as wire.py documents it.
+EngineHandler = Callable[[Engine, int, Any, int], Payload | None]
+CoreHandler = Callable[["ShardCore", bytes, int, int, Any, int], Payload | None]
 
 
-PUT = 1
-RESERVE = 2  # handled by ShardCore.apply: a waiter needs the peer that sent it
-CANCEL = 3  # handled by ShardCore.apply: withdraws a waiter
+def answer(reply: bytes) -> Payload:
+    """The payload of a failed request of most ops: the client's reply (`wire.Answer`)."""
+    return [reply]
 
 
-def op_put(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, seq, tube, pri, delay, ttr, body = a
-    return [e.put(job_id, seq, tube, pri, delay, ttr, body, now)]
+def final(reply: bytes) -> Payload:
+    """A failed reserve's payload: FINAL and the client's reply (engine `Final`)."""
+    return [FINAL, reply]
 
 
-RESERVE_JOB = 6
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One shard op, as `declare` made it."""
 
+    number: int
+    name: str
+    shape: type  #: the shape of its arguments (a NamedTuple class)
+    make: Callable[[Sequence[Any]], Any]  #: the shape's _make (from a list off the wire)
+    engine: EngineHandler | None  #: applies it to the engine alone, or
+    core: CoreHandler | None  #: applies it to the whole core
+    replies: bool  #: answered (False: fire-and-forget)
+    pipelined: bool  #: answered at once and in order: a connection may pipeline it
+    held: bool  #: hands out a job: held while a restarted shard settles (settling.py)
+    #: and while a close holds the tube it would take from (closing.py)
+    fail: Callable[[bytes], Payload]  #: its payload when it raised (INTERNAL_ERROR...)
 
-def op_reserve_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return e.reserve_job(conn, a[0], now)
+    def apply(
+        self, core: ShardCore, peer: bytes, rid: int, conn: int, args: Sequence[Any], now: int
+    ) -> Payload | None:
+        """Apply the request `rid` of `conn` from `peer`; `args` in its shape already (the
+        hosting serving process's direct call) or as a list off the wire."""
+        if type(args) is not self.shape:
+            args = self.make(args)
+        if self.core is not None:
+            return self.core(core, peer, rid, conn, args, now)
+        assert self.engine is not None
+        return self.engine(core.engine, conn, args, now)
 
 
-DELETE = 7
+OPS: dict[int, Op] = {}  #: op number -> its declaration
 
 
-def op_delete(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, *resent = a  # resent: the serving process's "held before the restart" mark
-    return [e.delete(conn, job_id, now, *resent)]
+def declare(
+    number: int,
+    name: str,
+    args: type,
+    engine: EngineHandler | None = None,
+    core: CoreHandler | None = None,
+    replies: bool = True,
+    pipelined: bool = False,
+    held: bool = False,
+    fail: Callable[[bytes], Payload] = answer,
+) -> int:
+    """Declare an op (one handler: `engine` or `core`); its number, for the senders."""
+    assert number not in OPS and (engine is None) != (core is None), name
+    make = args._make  # type: ignore[attr-defined]  # every shape is a NamedTuple
+    OPS[number] = Op(number, name, args, make, engine, core, replies, pipelined, held, fail)
+    return number
 
 
-RELEASE = 8
+class JobArg(NamedTuple):
+    job_id: int
 
 
-def op_release(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, pri, delay = a
-    return [e.release(conn, job_id, pri, delay, now)]
+class TubeArg(NamedTuple):
+    tube: str
 
 
-BURY = 9
+class Touched(NamedTuple):
+    """TOUCH's reply: the client's reply and the job's new TTR deadline (0: not touched)."""
 
+    reply: bytes
+    deadline: int
 
-def op_bury(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    job_id, pri, *resent = a
-    return [e.bury(conn, job_id, pri, now, *resent)]
 
+PUT = declare(1, "PUT", PutArgs, core=special.put, pipelined=True)
 
-TOUCH = 10
 
+#: reserve payload (engine.Reserved, Offer, Final; WAITING), or nothing yet (a waiter)
+RESERVE = declare(2, "RESERVE", ReserveArgs, core=special.reserve, held=True, fail=final)
+#: withdraws the waiter of this rid: [CANCELLED] (no offer for it can follow)
+CANCEL = declare(3, "CANCEL", NoArgs, core=special.cancel)
 
-def op_touch(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return e.touch(conn, a[0], now)
 
+def op_accept(e: Engine, conn: int, a: JobArg, now: int) -> None:
+    e.accept(conn, a.job_id, now)
 
-PEEK = 11
 
+ACCEPT = declare(4, "ACCEPT", JobArg, op_accept, replies=False)
 
-def op_peek(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek(a[0])]
 
+def op_decline(e: Engine, conn: int, a: JobArg, now: int) -> None:
+    e.decline(conn, a.job_id, now)
 
-KICK_JOB = 12
 
+DECLINE = declare(5, "DECLINE", JobArg, op_decline, replies=False)
 
-def op_kick_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.kick_job(a[0], now)]
 
+def op_reserve_job(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
+    return e.reserve_job(conn, a.job_id, now)
 
-STATS_JOB = 13
 
+RESERVE_JOB = declare(6, "RESERVE_JOB", JobArg, op_reserve_job, held=True, fail=final)
 
-def op_stats_job(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.stats_job(a[0], now)]
 
+class DeleteArgs(NamedTuple):
+    job_id: int
+    resent: bool  #: sent again to a restarted shard, of a job the connection held
 
-PEEK_READY = 14
 
+def op_delete(e: Engine, conn: int, a: DeleteArgs, now: int) -> Payload:
+    return [e.delete(conn, a.job_id, now, a.resent)]
 
-def op_peek_ready(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek_ready(a[0])]
 
+DELETE = declare(7, "DELETE", DeleteArgs, op_delete, pipelined=True)
 
-PEEK_DELAYED = 15
 
+class ReleaseArgs(NamedTuple):
+    job_id: int
+    pri: int
+    delay: int
 
-def op_peek_delayed(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek_delayed(a[0])]
 
+def op_release(e: Engine, conn: int, a: ReleaseArgs, now: int) -> Payload:
+    return [e.release(conn, a.job_id, a.pri, a.delay, now)]
 
-PEEK_BURIED = 16
 
+RELEASE = declare(8, "RELEASE", ReleaseArgs, op_release, pipelined=True)
 
-def op_peek_buried(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.peek_buried(a[0])]
 
+class BuryArgs(NamedTuple):
+    job_id: int
+    pri: int
+    resent: bool  #: as DeleteArgs.resent
 
-KICK = 17
 
+def op_bury(e: Engine, conn: int, a: BuryArgs, now: int) -> Payload:
+    return [e.bury(conn, a.job_id, a.pri, now, a.resent)]
 
-def op_kick(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    tube, bound = a
-    return [e.kick(tube, bound, now)]
 
+BURY = declare(9, "BURY", BuryArgs, op_bury, pipelined=True)
 
-STATS_TUBE = 18
 
+def op_touch(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
+    return e.touch(conn, a.job_id, now)
 
-def op_stats_tube(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    return [e.stats_tube(a[0], now)]
 
+def touch_failed(reply: bytes) -> Payload:
+    return Touched(reply, 0)
 
-PAUSE_TUBE = 19
 
+TOUCH = declare(10, "TOUCH", JobArg, op_touch, pipelined=True, fail=touch_failed)
 
-def op_pause_tube(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    tube, delay = a
-    return [e.pause_tube(tube, delay, now)]
 
+def op_peek(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
+    return [e.peek(a.job_id)]
 
-REF = 20
 
+PEEK = declare(11, "PEEK", JobArg, op_peek, pipelined=True)
 
-def op_ref(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    tube, d_using, d_watching = a
-    e.ref(tube, d_using, d_watching, now, origin_of(conn))
-    return []  # an acknowledgement
 
+def op_kick_job(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
+    return [e.kick_job(a.job_id, now)]
 
-MOVE_REF = 26
 
+KICK_JOB = declare(12, "KICK_JOB", JobArg, op_kick_job, pipelined=True)
 
-def op_move_ref(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    """A connection handed over to the serving process of `conn`: its references to a
-    tube move there from its old one."""
-    tube, using, watching, old = a
-    e.move_refs(tube, using, watching, old, origin_of(conn))
 
+def op_stats_job(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
+    return [e.stats_job(a.job_id, now)]
 
-ACCEPT = 4
 
+STATS_JOB = declare(13, "STATS_JOB", JobArg, op_stats_job, pipelined=True)
 
-def op_accept(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.accept(conn, a[0], now)
 
+def op_peek_ready(e: Engine, conn: int, a: TubeArg, now: int) -> Payload:
+    return [e.peek_ready(a.tube)]
 
-DECLINE = 5
 
+PEEK_READY = declare(14, "PEEK_READY", TubeArg, op_peek_ready, pipelined=True)
 
-def op_decline(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.decline(conn, a[0], now)
 
+def op_peek_delayed(e: Engine, conn: int, a: TubeArg, now: int) -> Payload:
+    return [e.peek_delayed(a.tube)]
 
-DISCONNECT = 21
 
+PEEK_DELAYED = declare(15, "PEEK_DELAYED", TubeArg, op_peek_delayed, pipelined=True)
 
-def op_disconnect(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    e.disconnect(conn, now)
 
+def op_peek_buried(e: Engine, conn: int, a: TubeArg, now: int) -> Payload:
+    return [e.peek_buried(a.tube)]
 
-COUNTS = 22
 
+PEEK_BURIED = declare(16, "PEEK_BURIED", TubeArg, op_peek_buried, pipelined=True)
 
-def op_counts(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return [{**e.counts(), **e.log_stats}, usage.ru_utime, usage.ru_stime]
 
+class KickArgs(NamedTuple):
+    tube: str
+    bound: int
 
-REASSERT = 24
 
+def op_kick(e: Engine, conn: int, a: KickArgs, now: int) -> Payload:
+    return [kicked(e.kick(a.tube, a.bound, now))]
 
-def op_reassert(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    job_id, deadline = a
-    e.reassert(conn, job_id, deadline, now)
 
+KICK = declare(17, "KICK", KickArgs, op_kick, pipelined=True)
 
-RESET = 25
 
+def op_stats_tube(e: Engine, conn: int, a: TubeArg, now: int) -> Payload:
+    return [e.stats_tube(a.tube, now)]
 
-def op_reset(e: Engine, conn: int, a: list[Any], now: int) -> None:
-    """`conn` is the restarted serving process's index (its connection ids' origin)."""
-    origin = origin_of(conn)
 
-    def belongs(conn_id: int) -> bool:
-        return origin_of(conn_id) == origin
+STATS_TUBE = declare(18, "STATS_TUBE", TubeArg, op_stats_tube, pipelined=True)
 
-    e.forget_connections(now, origin, belongs)
 
+class PauseArgs(NamedTuple):
+    tube: str
+    delay: int
 
-SETTLED = 27  # handled by ShardCore.apply: a serving process has claimed its jobs again
-UNHOLD = 29  # handled by ShardCore.apply: a held close's other shards have its jobs back
 
-LIST = 23
+def op_pause_tube(e: Engine, conn: int, a: PauseArgs, now: int) -> Payload:
+    return [e.pause_tube(a.tube, a.delay, now)]
 
 
-def op_list(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
+PAUSE_TUBE = declare(19, "PAUSE_TUBE", PauseArgs, op_pause_tube, pipelined=True)
+
+
+class RefArgs(NamedTuple):
+    tube: str
+    d_using: int
+    d_watching: int
+
+
+def op_ref(e: Engine, conn: int, a: RefArgs, now: int) -> Payload:
+    """Counted per origin of `conn`; answered [] (an acknowledgement)."""
+    e.ref(a.tube, a.d_using, a.d_watching, now, origin_of(conn))
+    return []
+
+
+REF = declare(20, "REF", RefArgs, op_ref)
+
+
+#: no reply, but with `hold`: [] once its jobs are ready and their tubes held
+DISCONNECT = declare(21, "DISCONNECT", DisconnectArgs, core=special.disconnect, replies=False)
+#: [counts dict, utime, stime] and, from a hosted shard, the serving process's stats fields
+COUNTS = declare(22, "COUNTS", NoArgs, core=special.counts)
+
+
+def op_list(e: Engine, conn: int, a: NoArgs, now: int) -> Payload:
+    """[[[order, name], ...]]: the shard's tubes."""
     return [e.list_tubes()]
 
 
-METRICS = 28
+LIST = declare(23, "LIST", NoArgs, op_list)
 
 
-def op_metrics(e: Engine, conn: int, a: list[Any], now: int) -> list[Any]:
-    """Every tube's stats-tube values and, with metrics on, the shard's histograms."""
-    return [e.tube_table(now), None if e.timing is None else e.timing.snapshot()]
+class ReassertArgs(NamedTuple):
+    job_id: int
+    deadline: int  #: its TTR deadline before the shard restarted
 
 
-#: op -> its handler
-HANDLERS: dict[int, Handler] = {
-    PUT: op_put,
-    RESERVE_JOB: op_reserve_job,
-    DELETE: op_delete,
-    RELEASE: op_release,
-    BURY: op_bury,
-    TOUCH: op_touch,
-    PEEK: op_peek,
-    KICK_JOB: op_kick_job,
-    STATS_JOB: op_stats_job,
-    PEEK_READY: op_peek_ready,
-    PEEK_DELAYED: op_peek_delayed,
-    PEEK_BURIED: op_peek_buried,
-    KICK: op_kick,
-    STATS_TUBE: op_stats_tube,
-    PAUSE_TUBE: op_pause_tube,
-    REF: op_ref,
-    MOVE_REF: op_move_ref,
-    ACCEPT: op_accept,
-    DECLINE: op_decline,
-    DISCONNECT: op_disconnect,
-    COUNTS: op_counts,
-    REASSERT: op_reassert,
-    RESET: op_reset,
-    LIST: op_list,
-    METRICS: op_metrics,
-}
+def op_reassert(e: Engine, conn: int, a: ReassertArgs, now: int) -> None:
+    e.reassert(conn, a.job_id, a.deadline, now)
+
+
+REASSERT = declare(24, "REASSERT", ReassertArgs, op_reassert, replies=False)
+#: a restarted serving process (`conn`: its index): forget its connections
+RESET = declare(25, "RESET", NoArgs, core=special.reset, replies=False)
+
+
+class MoveRefArgs(NamedTuple):
+    tube: str
+    using: int
+    watching: int
+    old: int  #: the serving process it comes from
+
+
+def op_move_ref(e: Engine, conn: int, a: MoveRefArgs, now: int) -> None:
+    """A connection handed over to the serving process of `conn`: its references to a
+    tube move there from its old one."""
+    e.move_refs(a.tube, a.using, a.watching, a.old, origin_of(conn))
+
+
+MOVE_REF = declare(26, "MOVE_REF", MoveRefArgs, op_move_ref, replies=False)
+#: a serving process (`conn`: its index) has claimed its jobs again (settling.py)
+SETTLED = declare(27, "SETTLED", NoArgs, core=special.settled, replies=False)
+
+
+class Metrics(NamedTuple):
+    """METRICS's reply (the metrics process; engine/timing.py)."""
+
+    tubes: Sequence[Sequence[Any]]  #: the stats-tube values of every tube
+    timing: dict[str, Any] | None  #: the histograms, with metrics on
+
+
+def op_metrics(e: Engine, conn: int, a: NoArgs, now: int) -> Payload:
+    return Metrics(e.tube_table(now), None if e.timing is None else e.timing.snapshot())
+
+
+METRICS = declare(28, "METRICS", NoArgs, op_metrics)
+#: a held close's other shards have its jobs back: its tubes open (closing.py)
+UNHOLD = declare(29, "UNHOLD", NoArgs, core=special.unhold, replies=False)
+
+
+NO_REPLY = frozenset(n for n, op in OPS.items() if not op.replies)  #: fire-and-forget
+PIPELINED = frozenset(n for n, op in OPS.items() if op.pipelined)

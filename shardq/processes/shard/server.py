@@ -22,6 +22,7 @@ from typing import Any
 import zmq
 
 from shardq.cluster import wire
+from shardq.cluster.wire import Request
 from shardq.processes.common import lifeline, outofmemory, wakeup
 from shardq.processes.common.zmqctx import context, stranger
 from shardq.processes.shard.core import ShardCore
@@ -74,8 +75,17 @@ class ShardServer:
 
     def handle(self, batches: list[tuple[bytes, list[Any]]], now: int, out: Outbox) -> None:
         handle_into = self.core.handle_into
+        make = Request._make
         for peer, batch in batches:
-            for req in batch:
+            for raw in batch:
+                if isinstance(raw, wire.Unread):
+                    handle_into(peer, raw, now, out)
+                    continue
+                try:
+                    req = make(raw)
+                except TypeError:  # not four fields: no rid to answer it under
+                    log.warning("shard %d: dropped a malformed request", self.core.index)
+                    continue
                 handle_into(peer, req, now, out)
 
     def take_messages(self, now: int, out: Outbox) -> None:
