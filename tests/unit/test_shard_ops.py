@@ -10,7 +10,8 @@ from shardq.cluster import wire
 from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import FINAL
 from shardq.processes.shard import ops
-from shardq.processes.shard.core import Outbox, ShardCore, ShardServer
+from shardq.processes.shard.core import Outbox, ShardCore
+from shardq.processes.shard.server import ShardServer
 from shardq.protocol import proto
 
 
