@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import zmq
@@ -29,6 +30,9 @@ from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
 
 log = logging.getLogger(__name__)
+
+#: a peer and the requests of one of its messages, each as it came off the wire
+Batch = tuple[bytes, list[Sequence[Any] | wire.Unread]]
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
 MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
@@ -56,7 +60,7 @@ class ShardServer:
         self.wakeup = wakeup.install()
         self.poller.register(self.wakeup, zmq.POLLIN)
 
-    def receive(self) -> list[tuple[bytes, list[Any]]]:
+    def receive(self) -> list[Batch]:
         """The batches the socket holds (a bounded number of messages), with their peers;
         a request that memory was short to decode comes as `wire.Unread`."""
         batches = []
@@ -73,7 +77,7 @@ class ShardServer:
                 log.warning("shard %d: dropped a malformed message", self.core.index)
         return batches
 
-    def handle(self, batches: list[tuple[bytes, list[Any]]], now: int, out: Outbox) -> None:
+    def handle(self, batches: list[Batch], now: int, out: Outbox) -> None:
         handle_into = self.core.handle_into
         make = Request._make
         for peer, batch in batches:
