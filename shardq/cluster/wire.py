@@ -29,7 +29,7 @@ socket are always the same code.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import msgpack
 
@@ -150,7 +150,7 @@ def unpack_replies(data: bytes) -> list[Sequence[Any] | Unread]:
 
 def unpack_each(data: bytes, requests: bool) -> list[Sequence[Any] | Unread]:
     try:
-        return list(unpack(data))
+        return cast(list[Sequence[Any] | Unread], unpack(data))  # the batch itself, no copy
     except MemoryError:
         pass
     view = memoryview(data)

@@ -82,13 +82,13 @@ class ShardServer:
         make = Request._make
         for peer, batch in batches:
             for raw in batch:
-                if isinstance(raw, wire.Unread):
-                    handle_into(peer, raw, now, out)
-                    continue
                 try:
                     req = make(raw)
-                except TypeError:  # not four fields: no rid to answer it under
-                    log.warning("shard %d: dropped a malformed request", self.core.index)
+                except TypeError:  # not four fields: memory was short to read it, or no rid
+                    if isinstance(raw, wire.Unread):
+                        handle_into(peer, raw, now, out)
+                    else:
+                        log.warning("shard %d: dropped a malformed request", self.core.index)
                     continue
                 handle_into(peer, req, now, out)
 
