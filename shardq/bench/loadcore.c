@@ -162,15 +162,15 @@ static void out_add(conn_t *c, const char *data, size_t n)
 
 static void push(conn_t *c, int op, const char *data, size_t n)
 {
-	if (c->count == c->cap) { /* grow the ring, oldest first at 0 */
+	if (c->count == c->cap) { /* grow the ring (a power of two: indexed by a mask), oldest at 0 */
 		unsigned cap = c->cap ? c->cap * 2 : 16;
 		req_t *r = xrealloc(NULL, cap * sizeof *r);
 		for (unsigned i = 0; i < c->count; i++)
-			r[i] = c->ring[(c->head + i) % c->cap];
+			r[i] = c->ring[(c->head + i) & (c->cap - 1)];
 		free(c->ring);
 		c->ring = r, c->head = 0, c->cap = cap;
 	}
-	c->ring[(c->head + c->count) % c->cap] = (req_t){(uint8_t)op, 0};
+	c->ring[(c->head + c->count) & (c->cap - 1)] = (req_t){(uint8_t)op, 0};
 	c->count++;
 	c->unstamped++;
 	out_add(c, data, n);
@@ -180,7 +180,7 @@ static req_t *oldest(conn_t *c) { return &c->ring[c->head]; }
 
 static void pop(conn_t *c)
 {
-	c->head = (c->head + 1) % c->cap;
+	c->head = (c->head + 1) & (c->cap - 1);
 	c->count--;
 }
 
@@ -196,7 +196,7 @@ static void error_reply(int op, const char *line, size_t n)
 		if (ch >= 32 && ch < 127 && ch != '\'' && ch != '\\')
 			s[k++] = (char)ch;
 		else
-			k += snprintf(s + k, 8, "\\x%02x", ch);
+			k += snprintf(s + k, 8, "\\\\x%02x", ch); /* JSON: a backslash, then x and hex */
 	}
 	snprintf(s + k, 4, "'");
 }
@@ -293,7 +293,7 @@ static void send_out(conn_t *c, uint64_t now)
 	if (!c->olen)
 		return;
 	for (unsigned i = 0; i < c->unstamped; i++)
-		c->ring[(c->head + c->count - 1 - i) % c->cap].t = now;
+		c->ring[(c->head + c->count - 1 - i) & (c->cap - 1)].t = now;
 	c->unstamped = 0;
 	if (c->role == PINGPONG && !c->cycle_t0)
 		c->cycle_t0 = now;
@@ -326,6 +326,22 @@ static int all_digits(const char *s, size_t n)
 	return 1;
 }
 
+/* The end of the next line in buf[pos, len): its "\r\n" (memchr finds the LF; a bare LF is part
+ * of the line, as a search for "\r\n" would have it), or NULL. */
+static char *line_end(char *buf, size_t pos, size_t len)
+{
+	char *start = buf + pos, *end = buf + len, *at = start;
+	while (at < end) {
+		char *lf = memchr(at, '\n', (size_t)(end - at));
+		if (!lf)
+			return NULL;
+		if (lf > start && lf[-1] == '\r')
+			return lf - 1;
+		at = lf + 1;
+	}
+	return NULL;
+}
+
 #define IS(line, n, lit) ((n) >= sizeof(lit) - 1 && !memcmp((line), (lit), sizeof(lit) - 1))
 
 /* Check every complete reply in c->in against the request it answers. */
@@ -334,7 +350,7 @@ static void on_data(conn_t *c, uint64_t now)
 	size_t pos = 0;
 	char *buf = c->in;
 	while (c->count) {
-		char *eol = memmem(buf + pos, c->ilen - pos, "\r\n", 2);
+		char *eol = line_end(buf, pos, c->ilen);
 		if (!eol)
 			break;
 		size_t i = (size_t)(eol - buf), n = i - pos;
@@ -356,7 +372,7 @@ static void on_data(conn_t *c, uint64_t now)
 			const char *id = line + 9, *sp = memchr(id, ' ', n - 9);
 			size_t idlen = sp ? (size_t)(sp - id) : 0;
 			size_t blen = sp ? n - 9 - idlen - 1 : 0;
-			if (!sp || !all_digits(id, idlen) || !all_digits(sp + 1, blen) || blen > 9) {
+			if (!sp || !all_digits(id, idlen) || idlen > 20 || !all_digits(sp + 1, blen) || blen > 9) {
 				pop(c);
 				pos = i + 2;
 				error_reply(RESERVE, line, n);
@@ -379,9 +395,10 @@ static void on_data(conn_t *c, uint64_t now)
 			}
 			counts[RESERVE]++;
 			hadd(&hists[RESERVE], now - item->t);
-			char del[40];
-			int dn = snprintf(del, sizeof del, "delete %.*s\r\n", (int)idlen, id);
-			push(c, DELETE, del, (size_t)dn);
+			char del[40] = "delete "; /* idlen <= 20: the digits of a u64 */
+			memcpy(del + 7, id, idlen);
+			memcpy(del + 7 + idlen, "\r\n", 2);
+			push(c, DELETE, del, 7 + idlen + 2);
 		} else if (item->op == RESERVE) {
 			pop(c);
 			pos = i + 2;
@@ -452,7 +469,8 @@ static int connect_to(const struct addrinfo *ai)
 	}
 }
 
-/* Send one set-up command and check that the reply line starts with `expect`. */
+/* Send one set-up command and check that the reply line starts with `expect`.  The server sends
+ * nothing but this one line until the next command, so each recv takes what has come. */
 static void setup_cmd(int fd, const char *verb, const char *tube, const char *expect)
 {
 	char req[512], line[512];
@@ -463,7 +481,7 @@ static void setup_cmd(int fd, const char *verb, const char *tube, const char *ex
 	while (got < 2 || memcmp(line + got - 2, "\r\n", 2)) {
 		if (got == sizeof line - 1)
 			die("setup '%s': reply too long", verb);
-		ssize_t r = recv(fd, line + got, 1, 0);
+		ssize_t r = recv(fd, line + got, sizeof line - 1 - got, 0);
 		if (r <= 0)
 			die("server closed the connection during setup (%s)", verb);
 		got += (size_t)r;

@@ -259,7 +259,11 @@ class LoadLoop:
             elif op == RESERVE:
                 if line[:9] == b"RESERVED ":
                     parts = line.split()
-                    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+                    if (
+                        len(parts) != 3
+                        or len(parts[1]) > 20
+                        or not (parts[1].isdigit() and parts[2].isdigit())
+                    ):  # an id has at most 20 digits (a u64)
                         pending.popleft()
                         pos = i + 2
                         res.error(RESERVE, line)

@@ -140,6 +140,35 @@ def test_every_wrong_reserve_and_delete_reply_is_an_error(scripted, engine: str)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_a_reply_line_ends_at_cr_lf_only(scripted, engine: str) -> None:
+    """Of 20 pipelined puts, every other one is answered `INSERTED 1` LF `2` CR LF: one line,
+    not two, and an error (a bare line feed ends no line)."""
+    script = Script([b"INSERTED 1\r\n", b"INSERTED 1\n2\r\n"], [], [])
+    port = scripted(script)
+    code, result, err = _bench(port, engine, "-w", "put", "--pipeline", "4", "-n", "20")
+    assert code == 1, err
+    assert (result["ops"]["put"]["count"], result["ops"]["put"]["errors"]) == (10, 10)
+    shown = {"c": "'INSERTED 1\\x0a2'", "python": "b'INSERTED 1\\n2'"}[engine]
+    assert f"put: {shown}" in result["error_samples"]  # a control character, escaped
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_id_past_a_u64_is_an_error(scripted, engine: str) -> None:
+    """Pingpong, 2 cycles: the second RESERVED names a 21-digit id (no u64 has one): an
+    error, and no delete follows it."""
+    bad = b"RESERVED %s %d\r\n%s\r\n" % (b"9" * 21, SIZE, GOOD_BODY)
+    script = Script([b"INSERTED 7\r\n"], [_reserved(GOOD_BODY), bad], [b"DELETED\r\n"])
+    port = scripted(script)
+    code, result, err = _bench(port, engine, "-w", "pingpong", "-n", "2")
+    assert code == 1, err
+    ops = result["ops"]
+    assert (ops["put"]["count"], ops["put"]["errors"]) == (2, 0)
+    assert (ops["reserve"]["count"], ops["reserve"]["errors"]) == (1, 1)
+    assert (ops["delete"]["count"], ops["delete"]["errors"]) == (1, 0)
+    assert "9" * 21 in " ".join(result["error_samples"])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_a_connection_the_server_closes_is_an_error(scripted, engine: str) -> None:
     """The server closes every connection after its fifth put: the run ends early with one
     connection error per connection, and the five answered puts each count."""
