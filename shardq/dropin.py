@@ -13,7 +13,6 @@ not refused. Every check still runs afterwards; a refusal closes the socket agai
 from __future__ import annotations
 
 import gc
-import getopt
 import os
 import re
 import socket
@@ -21,6 +20,7 @@ import sys
 
 from shardq import __version__
 from shardq.flags import EXIT_OK, FLAGS
+from shardq.opts import GetoptError, getopt
 from shardq.processes.common.bind import bind_listener
 
 TYPE_CHECKING = False  # typing (≈ 3 ms) and pathlib are not imported before the bind
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse beanstalkd's flags and start the server; returns only on refusal or -h/-v."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        opts, rest = getopt.getopt(args, SHORT, LONG)
-    except getopt.GetoptError as e:
+        opts, rest = getopt(args, SHORT, LONG)  # getopt's, without its gettext
+    except GetoptError as e:
         return usage_error(str(e))
     if rest:
         return usage_error(f"unknown argument: {rest[0]}")
