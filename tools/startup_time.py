@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from shardq.bench.procs import group_members
 
@@ -49,9 +50,12 @@ SERVERS = {
 COMMANDS = {"stats": b"stats\r\n", "put": b"put 0 0 60 2\r\nhi\r\n"}
 RETRY_S = 0.0002
 
-#: one round: seconds to the first accepted connect, to the first complete answer, and per
-#: process name the seconds on a CPU and waiting for one at that moment
-Round = tuple[float, float, dict[str, tuple[float, float]]]
+PHASES = [PY, str(Path(__file__).resolve().parent / "startup_phases.py")]
+
+#: one round: seconds to the first accepted connect, to the first complete answer, per
+#: process name the seconds on a CPU and waiting for one at that moment, and (--phases) per
+#: step of the launched process's start-up the seconds from the launch and its CPU seconds
+Round = tuple[float, float, dict[str, tuple[float, float]], dict[str, tuple[float, float]]]
 
 
 def free_port() -> int:
@@ -94,41 +98,62 @@ def cpu_by_process(pgid: int) -> dict[str, tuple[float, float]]:
     return found
 
 
+def phases_of(stderr: IO[bytes], started: float) -> dict[str, tuple[float, float]]:
+    """The ``phases`` line of tools/startup_phases.py: step -> (seconds from `started`, CPU
+    seconds of the launched process then)."""
+    stderr.seek(0)
+    for line in stderr.read().decode(errors="replace").splitlines():
+        if line.startswith("phases "):
+            steps = (word.partition("=") for word in line.split()[1:])
+            times = {name: value.split("/") for name, _, value in steps}
+            return {n: (float(wall) - started, float(cpu)) for n, (wall, cpu) in times.items()}
+    return {}
+
+
 def one_round(argv: list[str], command: bytes, env: dict[str, str], cwd: str) -> Round:
-    port = free_port()
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [*argv, "-l", "127.0.0.1", "-p", str(port)],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        while True:
-            sock = socket.socket()
-            try:
-                sock.connect(("127.0.0.1", port))
-                break
-            except ConnectionRefusedError:
-                sock.close()
-                if proc.poll() is not None:
-                    raise SystemExit(f"{shlex.join(argv)} exited: {proc.returncode}") from None
-                time.sleep(RETRY_S)
-        connected = time.monotonic() - started
-        with sock:
-            sock.settimeout(20)
-            if not answered(sock, command):
-                raise SystemExit("the connection was closed before the answer")
-            answer = time.monotonic() - started
-            cpu = cpu_by_process(proc.pid)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
-    return connected, answer, cpu
+    with tempfile.TemporaryFile() as stderr:
+        port = free_port()
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [*argv, "-l", "127.0.0.1", "-p", str(port)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            connected, answer, cpu = served(proc, port, command, argv, started)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(20)
+        return connected, answer, cpu, phases_of(stderr, started)
+
+
+def served(
+    proc: subprocess.Popen[bytes], port: int, command: bytes, argv: list[str], started: float
+) -> tuple[float, float, dict[str, tuple[float, float]]]:
+    """Connect as soon as the port accepts, send `command`, read its answer: the seconds
+    from `started` to each, and the server's processes' CPU then."""
+    while True:
+        sock = socket.socket()
+        try:
+            sock.connect(("127.0.0.1", port))
+            break
+        except ConnectionRefusedError:
+            sock.close()
+            if proc.poll() is not None:
+                raise SystemExit(f"{shlex.join(argv)} exited: {proc.returncode}") from None
+            time.sleep(RETRY_S)
+    connected = time.monotonic() - started
+    with sock:
+        sock.settimeout(20)
+        if not answered(sock, command):
+            raise SystemExit("the connection was closed before the answer")
+        answer = time.monotonic() - started
+        return connected, answer, cpu_by_process(proc.pid)
 
 
 def spin() -> None:
@@ -153,6 +178,14 @@ def report(label: str, command: str, rounds: list[Round]) -> None:
         run = statistics.median(s[0] for s in seen) * 1000
         wait = statistics.median(s[1] for s in seen) * 1000
         print(f"  {process}: {run:.1f} ms on a CPU, {wait:.1f} ms waiting for one (median)")
+    steps = list(rounds[0][3])
+    if steps:
+        print("  launched process, from the launch (median ms, wall / its CPU):")
+    for name in steps:
+        seen = [r[3][name] for r in rounds if name in r[3]]
+        wall = statistics.median(s[0] for s in seen) * 1000
+        cpu = statistics.median(s[1] for s in seen) * 1000
+        print(f"    {name}: {wall:.1f} / {cpu:.1f}")
 
 
 def main() -> None:
@@ -163,6 +196,7 @@ def main() -> None:
     ap.add_argument("--command", choices=COMMANDS, default="stats")
     ap.add_argument("--extra", default="", help="more flags for the server, one string")
     ap.add_argument("--busy", type=int, default=0, help="processes spinning meanwhile")
+    ap.add_argument("--phases", action="store_true", help="time each step of shardqd's start")
     args = ap.parse_args()
     codes = [str(Path(c).resolve()) for c in args.code or [HERE]]
     for code in codes:
@@ -176,7 +210,8 @@ def main() -> None:
                 if name == "beanstalkd" and shutil.which("beanstalkd") is None:
                     print("beanstalkd: not installed")
                     continue
-                argv = SERVERS[name] + shlex.split(args.extra)
+                server = PHASES if args.phases and name == "shardqd" else SERVERS[name]
+                argv = server + shlex.split(args.extra)
                 variants = codes if name != "beanstalkd" else codes[:1]
                 rounds: dict[str, list[Round]] = {code: [] for code in variants}
                 for _ in range(args.n):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import resource
 import signal
 import socket
@@ -242,7 +241,7 @@ class Coordinator:
         own = resource.getrusage(resource.RUSAGE_SELF)
         utime += own.ru_utime
         stime += own.ru_stime
-        uname = platform.uname()
+        uname = os.uname()  # not platform's: its import compiles regular expressions
         # 0 for what nobody reported: the serving process's part is missing when the asker
         # hosts no shard and sent none (the metrics process, with --no-colocate)
         zeros = dict.fromkeys((*BINLOG_KEYS, *LIMIT_KEYS, *SERVING_KEYS), 0)

@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "flags": 4,  # the command line's flag names and exit statuses (data, no imports)
     "start": 4,  # config + checks + bind + exec into the supervisor, no CLI library
     "dropin": 4,  # shardqd: beanstalkd's command line
+    "opts": 4,  # getopt without gettext, for shardqd
     "cli": 4,
     "usage": 4,  # what `serve` says about an unknown flag
     "__main__": 4,

@@ -2,16 +2,22 @@
 
 Apart from the rest of the listener's room (allow-list, TLS) because `shardqd` binds before
 it imports anything else: this module imports only what binding needs (a client library's
-test suite that starts the server and connects 0.1 s later finds the port bound).
+test suite that starts the server and connects 0.1 s later finds the port bound). A TCP
+port is bound with `_socket`, the C module, alone (`bind_tcp`): `socket` builds its enums
+when it is imported (≈ 3.5 ms of CPU), which `shardqd` does once the port is bound.
 """
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import errno
 import os
-import socket
 import stat
+
+TYPE_CHECKING = False  # typing (≈ 3 ms) is not imported before the bind
+if TYPE_CHECKING:
+    import socket
 
 UNIX_PREFIX = "unix:"  #: ``-l unix:PATH``: listen on a unix socket at PATH (the port is unused)
 BACKLOG = 1024  #: beanstalkd's
@@ -33,27 +39,38 @@ def why(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def bind_tcp(listen: str, port: int) -> int:
+    """Bind and listen on a TCP address (IPv6 if it has a colon): the descriptor,
+    inheritable. OSError when the address cannot be used."""
+    family = _socket.AF_INET6 if ":" in listen else _socket.AF_INET
+    raw = _socket.socket(family, _socket.SOCK_STREAM)
+    try:
+        raw.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        raw.bind((listen, port))
+        raw.listen(BACKLOG)
+    except OSError:
+        raw.close()
+        raise
+    fd: int = raw.detach()
+    os.set_inheritable(fd, True)
+    return fd
+
+
 def bind_listener(listen: str, port: int) -> socket.socket:
     """Bind and listen; the socket is inheritable (it crosses the exec into the supervisor
     and is passed to every serving process). OSError when the address cannot be used."""
+    import socket
+
     path = unix_path(listen)
-    if path is not None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            remove_stale_socket(path)
-            sock.bind(path)
-        except OSError:
-            sock.close()
-            raise
-    else:
-        family = socket.AF_INET6 if ":" in listen else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((listen, port))
-        except OSError:
-            sock.close()
-            raise
+    if path is None:
+        return socket.socket(fileno=bind_tcp(listen, port))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        remove_stale_socket(path)
+        sock.bind(path)
+    except OSError:
+        sock.close()
+        raise
     sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
@@ -63,6 +80,8 @@ def remove_stale_socket(path: str) -> None:
     """Remove a socket file that nobody listens on any more (a server that was killed left
     it), as beanstalkd does. A socket somebody still listens on is "in use"; a file that is
     not a socket is left alone (bind then fails on it)."""
+    import socket
+
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -83,7 +102,7 @@ def remove_stale_socket(path: str) -> None:
 
 def listening_address(sock: socket.socket) -> tuple[str, str]:
     """(host, port) for the "listening" line: ("unix", PATH) for a unix socket."""
-    if sock.family == socket.AF_UNIX:
+    if sock.family == _socket.AF_UNIX:
         return "unix", str(sock.getsockname())
     host, port = sock.getsockname()[:2]
     return str(host), str(port)
@@ -91,7 +110,7 @@ def listening_address(sock: socket.socket) -> tuple[str, str]:
 
 def close_listener(sock: socket.socket) -> None:
     """Close the socket; a unix socket's file goes with it."""
-    path = str(sock.getsockname()) if sock.family == socket.AF_UNIX else None
+    path = str(sock.getsockname()) if sock.family == _socket.AF_UNIX else None
     sock.close()
     if path:
         with contextlib.suppress(OSError):

@@ -19,7 +19,6 @@ How to add an op: docs/ARCHITECTURE.md, "How to add a shard op".
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.cluster.routing import origin_of
@@ -45,21 +44,48 @@ def final(reply: bytes) -> Payload:
     return [FINAL, reply]
 
 
-@dataclass(frozen=True, slots=True)
 class Op:
-    """One shard op, as `declare` made it."""
+    """One shard op, as `declare` made it (a plain slotted class: a dataclass would bring
+    `dataclasses` into every start, docs/BENCHMARKS.md "Start-up")."""
 
-    number: int
-    name: str
-    shape: type  #: the shape of its arguments (a NamedTuple class)
-    make: Callable[[Sequence[Any]], Any]  #: the shape's _make (from a list off the wire)
-    engine: EngineHandler | None  #: applies it to the engine alone, or
-    core: CoreHandler | None  #: applies it to the whole core
-    replies: bool  #: answered (False: fire-and-forget)
-    pipelined: bool  #: answered at once and in order: a connection may pipeline it
-    held: bool  #: hands out a job: held while a restarted shard settles (settling.py)
-    #: and while a close holds the tube it would take from (closing.py)
-    fail: Callable[[bytes], Payload]  #: its payload when it raised (INTERNAL_ERROR...)
+    __slots__ = (
+        "number",
+        "name",
+        "shape",
+        "make",
+        "engine",
+        "core",
+        "replies",
+        "pipelined",
+        "held",
+        "fail",
+    )
+
+    def __init__(
+        self,
+        number: int,
+        name: str,
+        shape: type,
+        engine: EngineHandler | None,
+        core: CoreHandler | None,
+        properties: tuple[bool, bool, bool],
+        fail: Callable[[bytes], Payload],
+    ) -> None:
+        self.number = number
+        self.name = name
+        self.shape = shape  #: the shape of its arguments (a NamedTuple class)
+        #: the shape's _make (from a list off the wire)
+        self.make: Callable[[Sequence[Any]], Any] = shape._make  # type: ignore[attr-defined]
+        self.engine = engine  #: applies it to the engine alone, or
+        self.core = core  #: applies it to the whole core
+        #: answered (False: fire-and-forget); answered at once and in order (a connection
+        #: may pipeline it); hands out a job (held while a restarted shard settles,
+        #: settling.py, and while a close holds the tube it would take from, closing.py)
+        self.replies, self.pipelined, self.held = properties
+        self.fail = fail  #: its payload when it raised (INTERNAL_ERROR...)
+
+    def __repr__(self) -> str:
+        return f"Op({self.number}, {self.name!r})"
 
     def apply(
         self, core: ShardCore, peer: bytes, rid: int, conn: int, args: Sequence[Any], now: int
@@ -90,8 +116,7 @@ def declare(
 ) -> int:
     """Declare an op (one handler: `engine` or `core`); its number, for the senders."""
     assert number not in OPS and (engine is None) != (core is None), name
-    make = args._make  # type: ignore[attr-defined]  # every shape is a NamedTuple
-    OPS[number] = Op(number, name, args, make, engine, core, replies, pipelined, held, fail)
+    OPS[number] = Op(number, name, args, engine, core, (replies, pipelined, held), fail)
     return number
 
 

@@ -9,7 +9,6 @@ the first fork.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import gc
 import importlib
@@ -18,11 +17,11 @@ import os
 import signal
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
 from shardq.config import FIELDS, Config
+from shardq.processes.common.frozen import Frozen
 from shardq.processes.common.settings import (
     BunqueueSettings,
     Common,
@@ -42,7 +41,7 @@ from shardq.storage import layout
 
 log = logging.getLogger(__name__)
 
-S = TypeVar("S")
+S = TypeVar("S", bound=Frozen)
 FrontKind = type[KestrelSettings] | type[WorkqSettings] | type[BunqueueSettings]
 #: the names settings take from the config (`from_config`)
 CONFIG_FIELDS = frozenset(FIELDS)
@@ -53,17 +52,22 @@ CHILD_HELD = {signal.SIGUSR1, signal.SIGHUP}
 PRIVATE_SOCKET = "beanstalk.sock"
 
 
-@dataclass
 class Child:
     """One supervised process: its settings (a SIGHUP's live ones and a drain are applied to
     them for a later start) and its current incarnation."""
 
-    settings: RoleSettings
-    pass_fds: tuple[int, ...] = ()
-    proc: Forked | None = None
-    started: float = 0.0
-    quick_restarts: int = 0
-    settle_from: tuple[int, ...] = ()  # what its shard waits for when started again
+    def __init__(
+        self,
+        settings: RoleSettings,
+        pass_fds: tuple[int, ...] = (),
+        settle_from: tuple[int, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self.pass_fds = pass_fds
+        self.proc: Forked | None = None
+        self.started = 0.0
+        self.quick_restarts = 0
+        self.settle_from = settle_from  # what its shard waits for when started again
 
     @property
     def name(self) -> str:
@@ -174,7 +178,7 @@ def hosted_shard(cfg: Config, index: int) -> int | None:
 def from_config(kind: type[S], cfg: Config, **given: Any) -> S:
     """Settings of `kind` (common/settings.py) from the config: each of its fields named as
     a `Config` field takes that field's value; `given` sets the others (and overrides)."""
-    names = {f.name for f in dataclasses.fields(cast(Any, kind))} & CONFIG_FIELDS
+    names = set(kind.__match_args__) & CONFIG_FIELDS
     taken = {name: getattr(cfg, name) for name in names - given.keys()}
     return kind(**taken, **given)
 
@@ -275,7 +279,7 @@ def metrics_settings(
         MetricsSettings,
         cfg,
         common=common(cfg, run_dir),
-        door=dataclasses.replace(door(cfg), tls_cert=tls[0], tls_key=tls[1], tls_client_ca=None),
+        door=door(cfg).replace(tls_cert=tls[0], tls_key=tls[1], tls_client_ca=None),
         listen_fd=listen_fd,
         roles=tuple(names),
         serving_stats=cfg.colocate,
