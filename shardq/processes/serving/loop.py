@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import selectors
 import time
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import zmq
 
@@ -36,16 +36,11 @@ from shardq.cluster import wire
 from shardq.cluster.wire import Request
 from shardq.engine.job import NS
 from shardq.processes.common import lifeline, wakeup
-from shardq.processes.common.settings import ServingSettings
 from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
 from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
-from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
-
-if TYPE_CHECKING:
-    import ssl
 
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
 ZMQ_EVENTS = int(zmq.EVENTS)
@@ -140,20 +135,6 @@ class ServingProcess(ServingState):
     hand_off = handoff.hand_off
     adopt = handoff.adopt
     move_home = handoff.move_home
-
-    def __init__(
-        self,
-        settings: ServingSettings,
-        hosted: ShardCore | None = None,
-        tls_context: ssl.SSLContext | None = None,
-    ) -> None:
-        """`hosted`: the shard it runs (`settings.hosted`, opened); `tls_context`: TLS on
-        the beanstalk port (tls.cert, tls.key). Its state: state.py."""
-        super().__init__(settings, hosted, tls_context)
-        if hosted is not None:
-            hosted.host_fields = self.connection_fields  # its part of `stats` (COUNTS)
-        if self.serving > 1:
-            self.open_handoff(self.run_dir)
 
     def turn(self) -> None:
         timeout = lifeline.CHECK_EVERY_S

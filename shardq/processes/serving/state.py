@@ -14,7 +14,7 @@ import selectors
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import zmq
 
@@ -39,6 +39,12 @@ if TYPE_CHECKING:
 
 class ServingState:
     """A serving process's state (its methods: `ServingProcess`, loop.py)."""
+
+    if TYPE_CHECKING:  # rooms' functions it calls once set up (methods of ServingProcess)
+
+        def connection_fields(self) -> dict[str, Any]: ...
+
+        def open_handoff(self, run_dir: str) -> None: ...
 
     def __init__(
         self,
@@ -71,6 +77,7 @@ class ServingState:
         if hosted is not None:
             self.hosted_index = hosted.index
             self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
+            hosted.host_fields = self.connection_fields  # its part of `stats` (COUNTS)
             hosted_sock = self.hosted.sock
             self.sel.register(
                 cast(int, hosted_sock.getsockopt(zmq.FD)), selectors.EVENT_READ, hosted_sock
@@ -151,6 +158,8 @@ class ServingState:
         self.max_clients = max(1, soft - clients.FD_RESERVE) if soft > 0 else 1 << 30
         self.run_dir = run_dir
         self.handovers = handoff.Handovers()  # connections moving between serving processes
+        if serving > 1:
+            self.open_handoff(run_dir)
 
     def take_limits(self, settings: live.Live) -> None:
         """New limits from a SIGHUP: they hold for what comes next (a connection already
