@@ -24,9 +24,9 @@ import time
 from typing import IO
 
 from shardq.processes.supervision.child import role_of_pid
-from shardq.processes.supervision.supervisor import FRONT_LISTENING, LISTENING, METRICS_LISTENING
+from shardq.processes.supervision.ports import FRONT_LISTENING, LISTENING, METRICS_LISTENING
 
-#: ``shardq listening on HOST:PORT`` (`supervisor.LISTENING`), then an optional line end.
+#: ``shardq listening on HOST:PORT`` (`supervision.ports.LISTENING`), then an optional line end.
 _LISTENING = re.compile(
     re.escape(LISTENING.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?\n?\Z"
 )
@@ -34,7 +34,7 @@ _LISTENING = re.compile(
 
 def _line_pattern(template: str) -> re.Pattern[str]:
     """A line the supervisor prints after the first, e.g. ``shardq kestrel listening on
-    HOST:PORT`` (`supervisor.FRONT_LISTENING`), found anywhere in its first lines."""
+    HOST:PORT`` (`supervision.ports.FRONT_LISTENING`), found anywhere in its first lines."""
     return re.compile(
         re.escape(template.split("{", 1)[0]) + r"(?P<host>\S+):(?P<port>\d+)\r?$", re.M
     )

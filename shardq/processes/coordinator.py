@@ -30,7 +30,7 @@ from shardq.processes.common.settings import CoordinatorSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context, dealer, stranger
 from shardq.processes.shard import ops
-from shardq.processes.shard.special import Counts
+from shardq.processes.shard.ops import Counts
 from shardq.protocol import proto
 from shardq.protocol.replies import Quoted, Raw, yaml_list, yaml_map
 from shardq.protocol.stats_keys import (

@@ -16,7 +16,7 @@ from shardq.config import ConfigError, load_config
 from shardq.processes.coordinator import BlockTable, merge_fields
 from shardq.processes.shard import ops
 from shardq.processes.shard.core import ShardCore
-from shardq.processes.shard.special import forget_origin
+from shardq.processes.shard.holding import forget_origin
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -11,15 +13,59 @@ from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import FINAL
 from shardq.processes.shard import ops
 from shardq.processes.shard.core import Outbox, ShardCore
+from shardq.processes.shard.optable import OPS
 from shardq.processes.shard.server import ShardServer
 from shardq.protocol import proto
 
 
 def test_every_op_is_declared_once_with_one_handler() -> None:
-    assert len(ops.OPS) == 29
     for number, op in ops.OPS.items():
         assert op.number == number and getattr(ops, op.name) == number
         assert (op.engine is None) != (op.core is None), op.name
+
+
+PACKAGE = Path(ops.__file__).resolve().parents[2]
+DERIVED = {"NO_REPLY", "PIPELINED"}  #: ops.py's tables derived from the declarations
+
+
+def declared_in(path: Path) -> dict[str, int]:
+    """``NAME = declare(number, "NAME", ...)`` at the top of a module, as its source says."""
+    found = {}
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            call = node.value
+            if isinstance(call.func, ast.Name) and call.func.id == "declare":
+                (target,) = node.targets
+                number, name = call.args[:2]
+                assert isinstance(target, ast.Name) and isinstance(name, ast.Constant)
+                assert isinstance(number, ast.Constant) and target.id == name.value
+                found[target.id] = number.value
+    return found
+
+
+def test_the_table_is_exactly_what_ops_py_declares() -> None:
+    """One block in ops.py per op, and nothing else: no op declared in another module, no
+    op number written by hand beside the declarations, every handler, argument shape and
+    `held` (the tubes it takes from) defined in its op's block."""
+    source = Path(ops.__file__)
+    declared = declared_in(source)
+    assert declared == {op.name: number for number, op in OPS.items()}
+    assert sorted(declared.values()) == list(range(1, len(declared) + 1))
+    constants = {
+        t.id
+        for node in ast.parse(source.read_text()).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and t.id.isupper()
+    }
+    assert constants - DERIVED == set(declared)
+    for op in OPS.values():
+        handler = op.engine if op.engine is not None else op.core
+        assert handler is not None and handler.__module__ == ops.__name__, op.name
+        assert op.shape.__module__ == ops.__name__, op.name
+        assert op.held is None or op.held.__module__ == ops.__name__, op.name
+    elsewhere = [p for p in PACKAGE.rglob("*.py") if p != source and declared_in(p)]
+    assert elsewhere == []
 
 
 def test_what_the_serving_process_reads_is_derived_from_the_declarations() -> None:

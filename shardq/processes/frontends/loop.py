@@ -3,8 +3,9 @@
 One loop owns the front-end's listening socket, every client and, for each, a private
 beanstalk connection to the server itself over the serving processes' private unix socket
 (``RUN_DIR/beanstalk.sock``: no TLS, no allow-list, since only this server's user can open
-the run directory). Each client's commands run one at a time as tasks (session.py); a
-task's beanstalk lines go out as one write, and its replies come back in order. Its clients
+the run directory). Each client's commands run one at a time as tasks (session.py, run by
+tasks.py's methods); a task's beanstalk lines go out as one write, and its replies come
+back in order. Its clients
 pass the door's `Gate` (processes/common/door.py) as the beanstalk port's do: the allow-list,
 ``limits.max_connections`` and TLS (``tls.*``).
 
@@ -33,21 +34,13 @@ import socket
 import time
 from collections import Counter
 
-from shardq.processes.common import lifeline, live, outofmemory, wakeup
+from shardq.processes.common import lifeline, live, wakeup
 from shardq.processes.common.door import Gate, accept_next, receive, send_some
 from shardq.processes.common.sockpath import socket_path
+from shardq.processes.frontends import tasks
 from shardq.processes.frontends.hooks import Hooks
-from shardq.processes.frontends.session import (
-    CLOSED,
-    CLOSING,
-    IDLE,
-    SLEEPING,
-    Send,
-    Session,
-    Sleep,
-    Task,
-)
-from shardq.protocol.reader import Reply, ReplyError
+from shardq.processes.frontends.session import CLOSED, CLOSING, Session
+from shardq.protocol.reader import ReplyError
 
 RECV_BYTES = 256 * 1024
 CLIENT, BACKEND = 1, 2  #: what a registered socket is to its session
@@ -56,6 +49,14 @@ log = logging.getLogger(__name__)
 
 
 class FrontendLoop(Hooks):
+    # running the sessions' commands (tasks.py), as methods
+    pump = tasks.pump
+    start = tasks.start
+    advance = tasks.advance
+    out_of_memory = tasks.out_of_memory
+    answer = tasks.answer
+    wake = tasks.wake
+
     def __init__(
         self, listen_fd: int, backend_path: str, max_input: int, max_output_bytes: int
     ) -> None:
@@ -169,98 +170,6 @@ class FrontendLoop(Hooks):
             sock.close()
         s.task = None
         self.closed(s)
-
-    # ------------------------------------------------------------------ running commands
-
-    def pump(self, s: Session) -> None:
-        """Start the client's next commands while none is running; once its input has
-        ended (or `quit`) and the last one is answered, close it after its output."""
-        while s.phase is IDLE and s.task is None and s.sock is not None and not s.input_lost:
-            try:
-                task = self.next_task(s)
-            except MemoryError:
-                s.lose_input()
-                break
-            if task is None:
-                break
-            s.task = task
-            self.advance(s, None)
-        if s.eof and s.phase is IDLE and s.task is None:
-            if s.input_lost:
-                self.answer(s, self.OUT_OF_MEMORY)
-            s.step("finish")
-        self.flush(s)
-
-    def start(self, s: Session, task: Task) -> None:
-        """Run `task` on an idle session with no client (an internal one)."""
-        s.task = task
-        self.advance(s, None)
-
-    def advance(self, s: Session, value: list[Reply] | None) -> None:
-        """Run the session's task (None: start it) until it waits (a Send, a Sleep) or is
-        done."""
-        task = s.task
-        assert task is not None
-        try:
-            step = next(task) if value is None else task.send(value)
-        except StopIteration as done:
-            s.task = None
-            s.step("done")
-            if done.value is not None and s.sock is not None:
-                self.answer(s, done.value)
-            return
-        except MemoryError:  # its effects so far stay (a task undoes what it must)
-            self.out_of_memory(s)
-            return
-        except Exception:
-            log.exception("session %d: a command failed", s.id)
-            s.task = None
-            s.step("done")
-            if s.sock is not None:
-                self.answer(s, self.internal_error())
-            return
-        if isinstance(step, Send):
-            if not step.lines:  # nothing to ask: resume at once
-                self.advance(s, [])
-                return
-            try:
-                for part in step.lines:
-                    s.bout += part
-            except MemoryError:  # not sent: the task ends where it waits (its finally runs)
-                s.bout.clear()
-                task.close()
-                self.out_of_memory(s)
-                return
-            s.step("send")
-            s.expect = len(step.lines)
-            s.got = []
-            self.write_backend(s)
-        elif isinstance(step, Sleep):
-            s.step("sleep")
-            s.wake_at = time.monotonic() + step.seconds
-            heapq.heappush(self.sleepers, (s.wake_at, s.id, s))
-
-    def out_of_memory(self, s: Session) -> None:
-        """The running command ran out of memory: it ends, answered with the protocol's
-        out-of-memory error."""
-        outofmemory.note(f"session {s.id}'s command; it is answered so")
-        s.task = None
-        s.step("done")
-        if s.sock is not None:
-            self.answer(s, self.OUT_OF_MEMORY)
-
-    def answer(self, s: Session, data: bytes) -> None:
-        s.out += data
-        self.counters["bytes_written"] += len(data)
-        if len(s.out) > self.max_output:
-            log.debug("session %d closed: %d bytes of replies unread", s.id, len(s.out))
-            self.close(s)
-
-    def wake(self, s: Session) -> None:
-        """End a sleeping session's Sleep now (its task looks again at what it waits for)."""
-        if s.phase is SLEEPING and s.wake_at > time.monotonic():
-            s.wake_at = time.monotonic()
-            heapq.heappush(self.sleepers, (s.wake_at, s.id, s))
 
     # ------------------------------------------------------------------ socket events
 

@@ -19,40 +19,28 @@ offer is answered, so a job is never lost to a reserver that went away.
 
 The serving process is one class made of rooms, one concern each: peers.py (requests to the
 other processes), clients.py (client sockets), handlers.py (the commands), cross.py
-(reserves), ids.py (job ids); this module holds its state and its loop.
+(reserves), ids.py (job ids); state.py holds its state; this module makes the class of
+them and runs its loop.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import selectors
-import socket
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import zmq
 
 from shardq.cluster import wire
-from shardq.cluster.routing import TubeShards, tagged
 from shardq.cluster.wire import Request
 from shardq.engine.job import NS
-from shardq.processes.common import lifeline, live, wakeup
-from shardq.processes.common.listener import Network, parse_networks
-from shardq.processes.common.settings import ServingSettings
-from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.common.zmqctx import context
+from shardq.processes.common import lifeline, wakeup
 from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
-from shardq.processes.serving.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
-from shardq.processes.shard.core import ShardCore
-from shardq.processes.shard.holding import Outbox
+from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
+from shardq.processes.serving.state import ServingState
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
-from shardq.protocol.stats_keys import CMD_KEYS
-
-if TYPE_CHECKING:
-    import ssl
 
 POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
 ZMQ_EVENTS = int(zmq.EVENTS)
@@ -61,9 +49,8 @@ SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connectio
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
-class ServingProcess:
+class ServingProcess(ServingState):
     # the rooms' functions, as methods (each room: a module of functions taking the process)
-    _dealer = peers._dealer
     new_rid = peers.new_rid
     request = peers.request
     cancel = peers.cancel
@@ -149,121 +136,6 @@ class ServingProcess:
     adopt = handoff.adopt
     move_home = handoff.move_home
 
-    def __init__(
-        self,
-        settings: ServingSettings,
-        hosted: ShardCore | None = None,
-        tls_context: ssl.SSLContext | None = None,
-    ) -> None:
-        """`hosted`: the shard it runs (`settings.hosted`, opened); `tls_context`: TLS on
-        the beanstalk port (tls.cert, tls.key)."""
-        index = settings.index  # this serving process among `serving` (the origin of its ids)
-        self.index = index
-        self.serving = serving = settings.serving
-        run_dir, shards = settings.common.run_dir, settings.common.shards
-        max_connections = settings.door.max_connections
-        self.listener = socket.socket(fileno=settings.listen_fd)
-        self.listener.setblocking(False)
-        # the run directory's unix socket, for the server's own front-ends (Kestrel): no TLS,
-        # no allow-list (only the server's user can open the run directory)
-        self.private: socket.socket | None = None
-        self.shard_count = shards
-        self.max_job_size = max_job_size = settings.max_job_size
-        self.ctx = context()
-        self.socks: dict[int, zmq.Socket] = {}
-        endpoints = {i: ipc_endpoint(run_dir, f"shard-{i}") for i in range(shards)}
-        endpoints[COORDINATOR] = ipc_endpoint(run_dir, "coordinator")
-        self.sel = selectors.DefaultSelector()
-        self.hosted: ShardServer | None = None
-        self.hosted_index = -2  # no shard index
-        self.hosted_out: Outbox = {}  # peer -> replies of the hosted shard
-        if hosted is not None:
-            self.hosted_index = hosted.index
-            self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
-            hosted.host_fields = self.connection_fields
-            hosted_sock = self.hosted.sock
-            self.sel.register(
-                cast(int, hosted_sock.getsockopt(zmq.FD)), selectors.EVENT_READ, hosted_sock
-            )
-        for target in endpoints:
-            self.socks[target] = self._dealer()
-        self.dealers = list(self.socks.values())
-        self.monitors: dict[int, zmq.Socket] = {}
-        self.monitor_target: dict[zmq.Socket, int] = {}
-        self.up: dict[int, bool] = {}  # target -> connected now
-        self.seen_up: set[int] = set()  # targets that were connected at least once
-        self.inflight: dict[int, tuple[int, Request]] = {}  # rid -> (target, request)
-        for target, s in self.socks.items():
-            self.sel.register(cast(int, s.getsockopt(zmq.FD)), selectors.EVENT_READ, s)
-            mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
-            self.monitors[target] = mon
-            self.monitor_target[mon] = target
-            self.sel.register(cast(int, mon.getsockopt(zmq.FD)), selectors.EVENT_READ, mon)
-            s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
-        zsocks = self.dealers + list(self.monitors.values())
-        if self.hosted is not None:
-            zsocks.append(self.hosted.sock)
-        # ZeroMQ sockets whose state may have changed (their fd fired, or we sent on them):
-        # only these need asking for input before the loop sleeps (each ask is 2 syscalls).
-        self.touched: set[zmq.Socket] = set(zsocks)
-        self.conns: dict[int, Conn] = {}
-        self.rbuf = bytearray(clients.RECV_BYTES)  # every client read lands here first
-        self.rview = memoryview(self.rbuf)
-        # connection ids and rids carry this process's index (routing.origin_of); connection
-        # ids start at the clock so they are unique across restarts too
-        self.next_conn = tagged(time.time_ns() // 1000, index)
-        self.next_rid = tagged(1, index)
-        self.pending: dict[int, tuple[Conn | None, Done]] = {}
-        self.cross: dict[int, CrossReserve] = {}
-        self.outq: dict[int, list[Request]] = {}
-        self.dirty: set[Conn] = set()
-        self.backlog: set[Conn] = set()  # connections with commands left for the next turn
-        self.timers: list[tuple[int, int, CrossReserve]] = []
-        self.blocks: dict[int, int] = {}  # id block -> shard
-        self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
-        self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
-        self.tube_shards = TubeShards(shards, settings.routing)  # tube -> shard, as the log says
-        self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
-        self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
-        self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
-        self.stats = dict.fromkeys(CMD_KEYS, 0)
-        self.total_connections = 0
-        # limits: max_connections is the server's, each serving process takes its share
-        self.max_connections = max_connections
-        self.conn_limit = -(-max_connections // serving)  # 0: no limit
-        self.connections_refused = 0
-        self.allow: tuple[Network, ...] = parse_networks(settings.door.allow)  # () = any
-        self.connections_denied = 0
-        self.tls = tls_context
-        #: the fast path (home.py) is on: a hosted shard, no TLS (set_fast_path)
-        self.home_ok = hosted is not None and tls_context is None  # TLS reads: general path
-        self.tls_failed = 0
-        self.handshakes: dict[Conn, float] = {}  # TLS handshakes under way -> deadline (tls.py)
-        self.handshake_s = settings.door.tls_handshake_timeout
-        self.max_handshakes = tls.MAX_HANDSHAKES
-        self.max_output = settings.door.max_output_bytes
-        self.output_closed = 0
-        job_max = max(max_job_size, clients.FRONT_MAX_JOB)
-        self.max_input = max(clients.INPUT_BYTES, job_max + 1024)  # + a put line
-        self.draining = settings.draining
-        self.last_stamp = 0
-        self.retry_soon = False
-        self.worked = False  # the last turn had something to do (see poll_briefly)
-        self.oom_logged_at = 0.0  # when running out of memory was last logged
-        self.spin_s = settings.poll_us / 1e6  # how long poll_briefly polls (0: never)
-        self.spin_skip = 0  # busy turns poll_briefly still sits out after a miss
-        self.spin_backoff = 1  # how many turns the next miss makes it sit out
-        self.ready_fd = settings.ready_fd  # the start-up pipe, written once all peers are up
-        self.blocks_loaded = False
-        self.accepting = False  # accepting clients: only once the id-block table is loaded
-        self.accept_paused_until = 0.0  # monotonic s; out of descriptors (pause_accepting)
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        self.max_clients = max(1, soft - clients.FD_RESERVE) if soft > 0 else 1 << 30
-        self.run_dir = run_dir
-        self.handovers = handoff.Handovers()  # connections moving between serving processes
-        if serving > 1:
-            self.open_handoff(run_dir)
-
     def turn(self) -> None:
         timeout = lifeline.CHECK_EVERY_S
         if self.timers:
@@ -330,14 +202,6 @@ class ServingProcess:
                 self.touched.add(data)  # a ZeroMQ socket
         if inbox is not None:  # after the clients: a close they sent is seen before
             self.adopt(inbox)  # the commands of a connection that arrived with it
-
-    def take_limits(self, settings: live.Live) -> None:
-        """New limits from a SIGHUP: they hold for what comes next (a connection already
-        in is not closed for a lower max_connections)."""
-        self.max_connections = settings.max_connections
-        self.conn_limit = -(-settings.max_connections // self.serving)
-        self.max_output = settings.max_output_bytes
-        self.allow = parse_networks(settings.allow)
 
     def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
         """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A

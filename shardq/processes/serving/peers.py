@@ -37,8 +37,9 @@ def monitor_event(frames: list[bytes]) -> int:
     return int(MONITOR_HEAD.unpack_from(frames[0])[0])
 
 
-def _dealer(self: ServingProcess) -> zmq.Socket:
-    s = dealer(self.ctx)
+def peer_dealer(ctx: zmq.Context) -> zmq.Socket:
+    """A DEALER socket to a shard or the coordinator."""
+    s = dealer(ctx)
     s.setsockopt(zmq.IMMEDIATE, 1)  # queue here, not in a pipe to a process that died
     return s
 

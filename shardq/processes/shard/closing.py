@@ -20,13 +20,12 @@ restart (RESET) ends its holds; HOLD_S ends any hold that is never lifted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import origin_of
 from shardq.cluster.wire import Request
-from shardq.processes.shard import ops
 from shardq.processes.shard.held import HeldRequests
+from shardq.processes.shard.optable import OPS
 
 if TYPE_CHECKING:
     from shardq.engine.engine import Engine
@@ -88,13 +87,10 @@ class Closing:
         return min((hold.until for hold in self.holds.values()), default=None)
 
     def defers(self, engine: Engine, req: Request) -> bool:
-        """Must this reserve wait? It would take from a held tube (RESERVE: one of its
-        tubes; RESERVE_JOB: the job's tube)."""
-        names: Sequence[str]
-        if req.op == ops.RESERVE:
-            names = ops.ReserveArgs._make(req.args).tubes
-        else:
-            job = engine.jobs.get(ops.JobArg._make(req.args).job_id)
-            names = () if job is None else (job.tube,)
+        """Must this request, which hands out a job, wait? It would take from a held tube
+        (the tubes its op's declaration names: `Op.held`, ops.py)."""
+        op = OPS[req.op]
+        assert op.held is not None, op.name
+        names = op.held(engine, op.make(req.args))
         tubes = engine.tubes
         return any(name in tubes and tubes[name].held for name in names)

@@ -27,9 +27,9 @@ from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.holding import Answered, Holding, Outbox
 from shardq.processes.shard.logfault import LogFault
-from shardq.processes.shard.ops import OPS, Payload
+from shardq.processes.shard.ops import ReserveArgs
+from shardq.processes.shard.optable import OPS, Payload
 from shardq.processes.shard.settling import Settling
-from shardq.processes.shard.special import ReserveArgs
 from shardq.protocol import proto
 from shardq.protocol.replies import put_reply
 from shardq.storage.events import EventLog
@@ -250,7 +250,7 @@ class ShardCore(Holding):
         """Dispatch through the op's declaration (ops.py); an op that hands out a job
         waits while the shard settles or while a close holds the tube it would take from."""
         op = OPS[req.op]
-        if op.held and self.holds(peer, req):
+        if op.held is not None and self.holds(peer, req):
             return None  # answered when settled, or when the tube opens (UNHOLD)
         return op.apply(self, peer, req.rid, req.conn, req.args, now)
 

@@ -1,123 +1,40 @@
-"""The shard's operations, each declared once: its number, the shape of its arguments, the
-named function that applies it and its properties (`declare`). Everything else is derived
-from these declarations: the dispatch (`ShardCore.apply` looks the op up in `OPS`), what
-is fire-and-forget (`NO_REPLY`), what a connection may pipeline (`PIPELINED`) and what
-a settling shard or a close's hold keeps back (`Op.held`).
+"""The shard's operations, each declared once, here: its number, the shape of its
+arguments, the named function that applies it and its properties (`declare`, into the
+table of optable.py). Everything else is derived from these declarations: the dispatch
+(`ShardCore.apply` looks the op up in `OPS`), what is fire-and-forget (`NO_REPLY`), what a
+connection may pipeline (`PIPELINED`) and what a settling shard or a close's hold keeps
+back (`Op.held`: the tubes it would take a job from).
 
 A request is `wire.Request` (op, rid, conn, args); its `args` are read with the op's
-shape (``PutArgs._make(req.args)``, done once by `Op.apply`). A handler gets what it
-needs: most ops only the engine (`engine=`: engine, conn, args, now); the ops that
-change what the shard remembers besides the engine — its waiting reserves' peers, held
-requests, settling, a close's hold — the whole core (`core=`: core, peer, rid, conn,
-args, now; shard/special.py). A handler returns the reply payload (a sequence the serving
-process reads by name: `wire.Answer`, engine.Reserved/Offer/Final, `Touched`...), or None
-for no reply (yet).
+shape (``PutArgs._make(req.args)``, done once by `Op.apply`). A handler is a thin call
+into what it changes: most ops into the engine (`engine=`: engine, conn, args, now); the
+ops that change what the shard remembers besides the engine — its waiting reserves'
+peers, held requests, settling, a close's hold — into the core (`core=`: core, peer, rid,
+conn, args, now; the core's methods are in core.py and holding.py). A handler returns the
+reply payload (a sequence the serving process reads by name: `wire.Answer`,
+engine.Reserved/Offer/Final, `Touched`...), or None for no reply (yet).
 
 How to add an op: docs/ARCHITECTURE.md, "How to add a shard op".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import resource
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.cluster.routing import origin_of
-from shardq.engine.engine import FINAL, Engine
-from shardq.processes.shard import special
-from shardq.processes.shard.special import DisconnectArgs, NoArgs, Payload, PutArgs, ReserveArgs
-from shardq.protocol.replies import kicked
+from shardq.engine.engine import CANCELLED, WAITING, Engine
+from shardq.processes.shard.optable import OPS, Payload, declare, final
+from shardq.protocol import proto
+from shardq.protocol.replies import kicked, put_reply
 
 if TYPE_CHECKING:
     from shardq.processes.shard.core import ShardCore
 
-EngineHandler = Callable[[Engine, int, Any, int], Payload | None]
-CoreHandler = Callable[["ShardCore", bytes, int, int, Any, int], Payload | None]
 
-
-def answer(reply: bytes) -> Payload:
-    """The payload of a failed request of most ops: the client's reply (`wire.Answer`)."""
-    return [reply]
-
-
-def final(reply: bytes) -> Payload:
-    """A failed reserve's payload: FINAL and the client's reply (engine `Final`)."""
-    return [FINAL, reply]
-
-
-class Op:
-    """One shard op, as `declare` made it (a plain slotted class: a dataclass would bring
-    `dataclasses` into every start, docs/BENCHMARKS.md "Start-up")."""
-
-    __slots__ = (
-        "number",
-        "name",
-        "shape",
-        "make",
-        "engine",
-        "core",
-        "replies",
-        "pipelined",
-        "held",
-        "fail",
-    )
-
-    def __init__(
-        self,
-        number: int,
-        name: str,
-        shape: type,
-        engine: EngineHandler | None,
-        core: CoreHandler | None,
-        properties: tuple[bool, bool, bool],
-        fail: Callable[[bytes], Payload],
-    ) -> None:
-        self.number = number
-        self.name = name
-        self.shape = shape  #: the shape of its arguments (a NamedTuple class)
-        #: the shape's _make (from a list off the wire)
-        self.make: Callable[[Sequence[Any]], Any] = shape._make  # type: ignore[attr-defined]
-        self.engine = engine  #: applies it to the engine alone, or
-        self.core = core  #: applies it to the whole core
-        #: answered (False: fire-and-forget); answered at once and in order (a connection
-        #: may pipeline it); hands out a job (held while a restarted shard settles,
-        #: settling.py, and while a close holds the tube it would take from, closing.py)
-        self.replies, self.pipelined, self.held = properties
-        self.fail = fail  #: its payload when it raised (INTERNAL_ERROR...)
-
-    def __repr__(self) -> str:
-        return f"Op({self.number}, {self.name!r})"
-
-    def apply(
-        self, core: ShardCore, peer: bytes, rid: int, conn: int, args: Sequence[Any], now: int
-    ) -> Payload | None:
-        """Apply the request `rid` of `conn` from `peer`; `args` in its shape already (the
-        hosting serving process's direct call) or as a list off the wire."""
-        if type(args) is not self.shape:
-            args = self.make(args)
-        if self.core is not None:
-            return self.core(core, peer, rid, conn, args, now)
-        assert self.engine is not None
-        return self.engine(core.engine, conn, args, now)
-
-
-OPS: dict[int, Op] = {}  #: op number -> its declaration
-
-
-def declare(
-    number: int,
-    name: str,
-    args: type,
-    engine: EngineHandler | None = None,
-    core: CoreHandler | None = None,
-    replies: bool = True,
-    pipelined: bool = False,
-    held: bool = False,
-    fail: Callable[[bytes], Payload] = answer,
-) -> int:
-    """Declare an op (one handler: `engine` or `core`); its number, for the senders."""
-    assert number not in OPS and (engine is None) != (core is None), name
-    OPS[number] = Op(number, name, args, engine, core, (replies, pipelined, held), fail)
-    return number
+class NoArgs(NamedTuple):
+    """An op with no arguments (`conn` may name a serving process: RESET, SETTLED)."""
 
 
 class JobArg(NamedTuple):
@@ -135,13 +52,60 @@ class Touched(NamedTuple):
     deadline: int
 
 
-PUT = declare(1, "PUT", PutArgs, core=special.put, pipelined=True)
+class PutArgs(NamedTuple):
+    job_id: int
+    seq: int  #: put order (wall-clock ns, strictly increasing)
+    tube: str
+    pri: int
+    delay: int
+    ttr: int
+    body: bytes
 
 
-#: reserve payload (engine.Reserved, Offer, Final; WAITING), or nothing yet (a waiter)
-RESERVE = declare(2, "RESERVE", ReserveArgs, core=special.reserve, held=True, fail=final)
-#: withdraws the waiter of this rid: [CANCELLED] (no offer for it can follow)
-CANCEL = declare(3, "CANCEL", NoArgs, core=special.cancel)
+def op_put(c: ShardCore, peer: bytes, rid: int, conn: int, a: PutArgs, now: int) -> Payload:
+    """Admitted (`ShardCore.admit`): the engine's answer; else OUT_OF_MEMORY, not taken."""
+    if not c.admit(a.tube, len(a.body)):
+        return [proto.OUT_OF_MEMORY]
+    taken = c.engine.put(a.job_id, a.seq, a.tube, a.pri, a.delay, a.ttr, a.body, now)
+    return [put_reply(a.job_id, taken)]
+
+
+PUT = declare(1, "PUT", PutArgs, core=op_put, pipelined=True)
+
+
+class ReserveArgs(NamedTuple):
+    tubes: list[str]
+    timeout_at: int | None
+    soon_at: int | None
+    offer: bool  #: offer mode: a reserve across shards (docs/ARCHITECTURE.md, "Offers")
+
+
+def op_reserve(
+    c: ShardCore, peer: bytes, rid: int, conn: int, a: ReserveArgs, now: int
+) -> Payload | None:
+    """The engine's answer now (engine.Reserved, Offer, Final; WAITING), or None: a
+    waiter, answered later as an event to `peer`."""
+    payload = c.engine.reserve(conn, rid, tuple(a.tubes), now, a.timeout_at, a.soon_at, a.offer)
+    if payload is None or payload == [WAITING]:  #: answered later as an event
+        c.waiting_peer[rid] = peer
+    return payload
+
+
+def reserve_takes(e: Engine, a: ReserveArgs) -> Sequence[str]:
+    """The tubes a reserve would take from: its watch list."""
+    return a.tubes
+
+
+RESERVE = declare(2, "RESERVE", ReserveArgs, core=op_reserve, held=reserve_takes, fail=final)
+
+
+def op_cancel(c: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> Payload:
+    """Withdraws the waiter of this rid: [CANCELLED] (no offer for it can follow)."""
+    c.cancel(rid)
+    return [CANCELLED]
+
+
+CANCEL = declare(3, "CANCEL", NoArgs, core=op_cancel)
 
 
 def op_accept(e: Engine, conn: int, a: JobArg, now: int) -> None:
@@ -162,7 +126,13 @@ def op_reserve_job(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
     return e.reserve_job(conn, a.job_id, now)
 
 
-RESERVE_JOB = declare(6, "RESERVE_JOB", JobArg, op_reserve_job, held=True, fail=final)
+def job_takes(e: Engine, a: JobArg) -> Sequence[str]:
+    """The tube a request for one job would take it from: the job's (none: no such job)."""
+    job = e.jobs.get(a.job_id)
+    return () if job is None else (job.tube,)
+
+
+RESERVE_JOB = declare(6, "RESERVE_JOB", JobArg, op_reserve_job, held=job_takes, fail=final)
 
 
 class DeleteArgs(NamedTuple):
@@ -302,10 +272,39 @@ def op_ref(e: Engine, conn: int, a: RefArgs, now: int) -> Payload:
 REF = declare(20, "REF", RefArgs, op_ref)
 
 
-#: no reply, but with `hold`: [] once its jobs are ready and their tubes held
-DISCONNECT = declare(21, "DISCONNECT", DisconnectArgs, core=special.disconnect, replies=False)
-#: [counts dict, utime, stime] and, from a hosted shard, the serving process's stats fields
-COUNTS = declare(22, "COUNTS", NoArgs, core=special.counts)
+class DisconnectArgs(NamedTuple):
+    hold: bool  #: its tubes stay closed to reserves until UNHOLD (closing.py); answered []
+
+
+def op_disconnect(
+    c: ShardCore, peer: bytes, rid: int, conn: int, a: DisconnectArgs, now: int
+) -> Payload | None:
+    """No reply, but with `hold`: [] once its jobs are ready and their tubes held."""
+    c.disconnect(conn, a.hold, now)
+    return [] if a.hold else None
+
+
+DISCONNECT = declare(21, "DISCONNECT", DisconnectArgs, core=op_disconnect, replies=False)
+
+
+class Counts(NamedTuple):
+    """COUNTS's reply."""
+
+    counts: dict[str, Any]
+    utime: float
+    stime: float
+    host: dict[str, Any] | None  #: a hosting serving process's part of `stats`
+
+
+def op_counts(c: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> Counts:
+    """The shard's counts and, from a hosted shard, the serving process's stats fields."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    host = None if c.host_fields is None else c.host_fields()
+    counts = {**c.engine.counts(), **c.engine.log_stats}
+    return Counts(counts, usage.ru_utime, usage.ru_stime, host)
+
+
+COUNTS = declare(22, "COUNTS", NoArgs, core=op_counts)
 
 
 def op_list(e: Engine, conn: int, a: NoArgs, now: int) -> Payload:
@@ -326,8 +325,14 @@ def op_reassert(e: Engine, conn: int, a: ReassertArgs, now: int) -> None:
 
 
 REASSERT = declare(24, "REASSERT", ReassertArgs, op_reassert, replies=False)
-#: a restarted serving process (`conn`: its index): forget its connections
-RESET = declare(25, "RESET", NoArgs, core=special.reset, replies=False)
+
+
+def op_reset(c: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> None:
+    """A restarted serving process (`conn`: its index): forget its connections."""
+    c.reset(origin_of(conn), now)
+
+
+RESET = declare(25, "RESET", NoArgs, core=op_reset, replies=False)
 
 
 class MoveRefArgs(NamedTuple):
@@ -344,8 +349,16 @@ def op_move_ref(e: Engine, conn: int, a: MoveRefArgs, now: int) -> None:
 
 
 MOVE_REF = declare(26, "MOVE_REF", MoveRefArgs, op_move_ref, replies=False)
-#: a serving process (`conn`: its index) has claimed its jobs again (settling.py)
-SETTLED = declare(27, "SETTLED", NoArgs, core=special.settled, replies=False)
+
+
+def op_settled(c: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> None:
+    """A serving process (`conn`: its index) has claimed its jobs again; nothing to do
+    when not settling (a first start, or settled already; settling.py)."""
+    if c.settling is not None:
+        c.settling.settled(conn)
+
+
+SETTLED = declare(27, "SETTLED", NoArgs, core=op_settled, replies=False)
 
 
 class Metrics(NamedTuple):
@@ -360,8 +373,14 @@ def op_metrics(e: Engine, conn: int, a: NoArgs, now: int) -> Payload:
 
 
 METRICS = declare(28, "METRICS", NoArgs, op_metrics)
-#: a held close's other shards have its jobs back: its tubes open (closing.py)
-UNHOLD = declare(29, "UNHOLD", NoArgs, core=special.unhold, replies=False)
+
+
+def op_unhold(c: ShardCore, peer: bytes, rid: int, conn: int, a: NoArgs, now: int) -> None:
+    """A held close's other shards have its jobs back: its tubes open (closing.py)."""
+    c.closing.unhold(c.engine, conn, now)
+
+
+UNHOLD = declare(29, "UNHOLD", NoArgs, core=op_unhold, replies=False)
 
 
 NO_REPLY = frozenset(n for n, op in OPS.items() if not op.replies)  #: fire-and-forget

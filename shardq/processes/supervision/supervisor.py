@@ -1,7 +1,8 @@
 """The supervisor: binds the port, starts every process, restarts the ones that die.
 
-It binds the listening socket itself and passes it to every serving process (serving process),
-so a restarted one keeps the same port and `-p 0` is resolved before anything else starts.
+It binds the listening sockets first (ports.py) and passes them to the children: every
+serving process gets the beanstalk port, so a restarted one keeps it and `-p 0` is
+resolved before anything else starts.
 Signals become actions: SIGTERM/SIGINT stop everything (children get SIGTERM, then
 SIGKILL after a grace period) and remove the ipc socket files; SIGUSR1 puts the
 server in drain mode; SIGHUP reads the config file again and applies what can change
@@ -9,7 +10,8 @@ without a restart (`reload_config`, `processes/common/live.py`).
 
 It logs through `shardq.log` as ``shardq[supervisor]`` and passes the config's `verbose`
 to every child (``--verbose``), so `-V` reaches every process. Its one line on stdout,
-``shardq listening on HOST:PORT`` (`LISTENING`), is an interface: tests and tools parse it.
+``shardq listening on HOST:PORT`` (`ports.LISTENING`), is an interface: tests and tools
+parse it.
 """
 
 from __future__ import annotations
@@ -26,30 +28,17 @@ import time
 from typing import Any, NoReturn
 
 from shardq.cluster.routing import SPREAD
-from shardq.config import Config, split_host_port
-from shardq.log import output_line
+from shardq.config import Config
 from shardq.log import setup as setup_logging
 from shardq.metrics import ADDRESS_FILE
 from shardq.processes.common import live, quota
-from shardq.processes.common.listener import (
-    bind_listener,
-    close_listener,
-    describe,
-    listening_address,
-    why,
-)
+from shardq.processes.common.listener import describe, listening_address, why
 from shardq.processes.common.procname import set_name, set_title
 from shardq.processes.common.settings import ServingSettings
-from shardq.processes.common.sockpath import socket_path
 from shardq.processes.supervision import children as roles
-from shardq.processes.supervision.children import (
-    PRIVATE_SOCKET,
-    Child,
-    LayoutError,
-    log_routing,
-    preload,
-)
+from shardq.processes.supervision.children import Child, LayoutError, log_routing, preload
 from shardq.processes.supervision.forked import TimeoutExpired
+from shardq.processes.supervision.ports import ListenError, Ports
 from shardq.processes.supervision.reload import Reloader
 from shardq.processes.supervision.spawn import python_m
 from shardq.processes.supervision.startup import (
@@ -65,20 +54,8 @@ CHECK_PERIOD_S = 0.05  #: how often dead children are looked for
 RESTART_BACKOFF_S = (0.0, 0.1, 0.5, 1.0)  #: delay before the n-th quick restart in a row
 #: held from the exec until `run` handles them (SIGHUP would end a process with no handler)
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-#: The line on stdout that says the server serves (`shardq.bench.procs.listening_port`).
-LISTENING = "shardq listening on {host}:{port}"
-#: The next lines, one per protocol front-end that is on (`shardq.bench.procs.kestrel_port`,
-#: `workq_port`): "shardq kestrel listening on ...", then "shardq workq listening on ...".
-FRONT_LISTENING = "shardq {name} listening on {host}:{port}"
-#: The metrics endpoint's line, after those (`shardq.bench.procs.metrics_port`).
-METRICS_LISTENING = "shardq metrics listening on {host}:{port}"
 
 log = logging.getLogger(__name__)
-
-
-class ListenError(Exception):
-    """A front-end's (Kestrel) or the metrics endpoint's address cannot be listened on
-    (str(): one line)."""
 
 
 def serving_of(child: Child) -> ServingSettings:
@@ -96,13 +73,7 @@ class Supervisor:
         self.config = config
         self.reload_requested = False
         self.stopped_by = ""  # the signal that stops the server
-        if listen_fd is None:
-            self.listener = bind_listener(config.listen, config.port)  # first: it may fail
-        else:
-            self.listener = socket.socket(fileno=listen_fd)
-        self.metrics: socket.socket | None = None  # the metrics endpoint's HTTP port
-        if config.metrics_listen is not None:  # bound before -u, as the beanstalk port
-            self.metrics = bind_metrics(config.metrics_listen)
+        self.ports = ports = Ports(config, listen_fd)  # first: it may fail
         if config.user is not None:  # beanstalkd's -u: once bound, before any file is made
             become(find_user(config.user))
         self.own_run_dir = config.run_dir is None
@@ -115,16 +86,12 @@ class Supervisor:
         self.reloader = Reloader(reload, self.routing)  # SIGHUP
         self.stopping = False
         self.draining = False
-        #: the protocol front-ends' listening sockets, by name (kestrel, workq)
-        self.fronts: dict[str, socket.socket] = {}
-        self.private: socket.socket | None = None  # the run dir's socket they reach us on
-        for name, host, port in (
-            ("kestrel", config.kestrel_listen, config.kestrel_port),
-            ("workq", config.workq_listen, config.workq_port),
-            ("bunqueue", config.bunqueue_listen, config.bunqueue_port),
-        ):
-            if port is not None:
-                self.bind_front(name, host, port)
+        try:
+            ports.bind_fronts(config, self.run_dir)
+        except ListenError:
+            if self.own_run_dir:
+                remove_tree(self.run_dir)
+            raise
         quota.install(config.max_jobs, config.max_memory, config.shards)  # shared by the forks
         coordinator = roles.coordinator_settings(config, self.run_dir, self.state_dir)
         self.children = [Child(coordinator)]
@@ -141,14 +108,14 @@ class Supervisor:
         self.serving_procs = [
             Child(
                 self.serving_settings(i, self.ready_w),
-                pass_fds=(*self.listen_fds(), self.ready_w),
+                pass_fds=(*ports.serving_fds(), self.ready_w),
                 settle_from=roles.settle_from(config, i) if i in hosted else (),
             )
             for i in range(config.serving)
         ]
         self.children += self.serving_procs
         self.frontends: list[Child] = []  # stopped with the serving processes, before the shards
-        for name, sock in self.fronts.items():
+        for name, sock in ports.fronts.items():
             fd = sock.fileno()
             self.frontends.append(
                 Child(
@@ -159,8 +126,8 @@ class Supervisor:
         self.children += self.frontends
         #: the children that accept clients: their limits and allow-list change on SIGHUP
         self.doors = self.serving_procs + self.frontends
-        if self.metrics is not None:
-            self.doors.append(self.metrics_child(self.metrics))
+        if ports.metrics is not None:
+            self.doors.append(self.metrics_child(ports.metrics))
             self.children.append(self.doors[-1])
         # once here, not in every child: they are forked with it imported
         preload(child.settings.ROLE for child in self.children)
@@ -168,41 +135,13 @@ class Supervisor:
     def metrics_child(self, sock: socket.socket) -> Child:
         """The metrics process, last: the HTTP port and the roles that must run. The port is
         written to RUN_DIR/metrics-address (with port 0, which one); `run` prints it too."""
-        host, port = listening_address(sock)
-        path = os.path.join(self.run_dir, ADDRESS_FILE)
-        with open(path + ".tmp", "w") as f:
-            f.write(f"{host}:{port}\n")
-        os.replace(path + ".tmp", path)
+        self.ports.write_metrics_address(self.run_dir)
         names = [child.name for child in self.children]
         settings = roles.metrics_settings(self.config, self.run_dir, sock.fileno(), names)
         return Child(settings, (sock.fileno(),))
 
-    def bind_front(self, name: str, host: str, port: int) -> None:
-        """A protocol front-end's listening socket (kestrel.listen/port, workq.listen/port),
-        and the unix socket in the run directory through which the front-ends reach the
-        serving processes whatever the public port asks (TLS, allow-list)."""
-        try:
-            self.fronts[name] = bind_listener(host, port)
-        except OSError as e:
-            for sock in self.fronts.values():
-                close_listener(sock)
-            if self.own_run_dir:
-                remove_tree(self.run_dir)
-            raise ListenError(
-                f"{name}: cannot listen on {describe(host, port)}: {why(e)}"
-            ) from None
-        if self.private is None:
-            path = socket_path(os.path.join(self.run_dir, PRIVATE_SOCKET))
-            self.private = bind_listener(f"unix:{path}", 0)
-
-    def listen_fds(self) -> tuple[int, ...]:
-        """What every serving process is given: the public socket, and the private one."""
-        fds = (self.listener.fileno(),)
-        return fds if self.private is None else (*fds, self.private.fileno())
-
     def serving_settings(self, index: int, ready_fd: int) -> ServingSettings:
-        private = -1 if self.private is None else self.private.fileno()
-        fds = (self.listener.fileno(), private, ready_fd)
+        fds = (self.ports.listener.fileno(), self.ports.private_fd(), ready_fd)
         return roles.serving_settings(self.config, self.run_dir, index, fds, self.routing)
 
     def on_signal(self, signum: int, _frame: object) -> None:
@@ -229,7 +168,7 @@ class Supervisor:
             gc.enable()  # off since `preload`
             if not self.wait_ready():
                 return 0 if self.stopping else 1  # stopping: told to stop while starting
-            self.say_listening()
+            self.ports.say_listening(self.config.log_format)
             log.info(
                 "pid %d, %d shards, %d serving processes, run dir %s",
                 os.getpid(),
@@ -248,18 +187,6 @@ class Supervisor:
             self.stop()
             log.info("stopped")
         return 0
-
-    def say_listening(self) -> None:
-        """``shardq listening on HOST:PORT`` on stdout, and one line per other port."""
-        lines = [LISTENING.format(host=h, port=p) for h, p in [listening_address(self.listener)]]
-        for name, sock in self.fronts.items():
-            host, port = listening_address(sock)
-            lines.append(FRONT_LISTENING.format(name=name, host=host, port=port))
-        if self.metrics is not None:
-            host, port = listening_address(self.metrics)
-            lines.append(METRICS_LISTENING.format(host=host, port=port))
-        for line in lines:
-            print(output_line(line, "supervisor", self.config.log_format), flush=True)
 
     def reload_config(self) -> None:
         """SIGHUP: read the config again (`Reloader`); pass what changed live on to every
@@ -283,7 +210,7 @@ class Supervisor:
         for serving_proc in self.serving_procs:
             # a restarted serving process has no start-up pipe to write to
             serving_proc.settings = serving_of(serving_proc).started()
-            serving_proc.pass_fds = self.listen_fds()
+            serving_proc.pass_fds = self.ports.serving_fds()
         deadline = time.monotonic() + START_TIMEOUT_S
         lines = 0
         while not self.stopping and time.monotonic() < deadline:
@@ -330,10 +257,7 @@ class Supervisor:
                     log.warning("pid %d did not stop within %.0f s; killed", proc.pid, STOP_GRACE_S)
                     proc.kill()
                     proc.wait()
-        close_listener(self.listener)
-        for extra in (*self.fronts.values(), self.private, self.metrics):
-            if extra is not None:
-                close_listener(extra)
+        self.ports.close()
         if self.own_run_dir:
             remove_tree(self.run_dir)
         else:
@@ -347,15 +271,6 @@ def remove_tree(path: str) -> None:
     import shutil  # at the end only: not at every start (with zlib, bz2, lzma: ≈ 2 ms)
 
     shutil.rmtree(path, ignore_errors=True)
-
-
-def bind_metrics(address: str) -> socket.socket:
-    """The metrics endpoint's listening socket (start.py tried it already: this fails only
-    if the address was taken meanwhile)."""
-    try:
-        return bind_listener(*split_host_port(address))
-    except OSError as e:
-        raise ListenError(f"metrics.listen: cannot listen on {address}: {why(e)}") from None
 
 
 def serve(
@@ -381,7 +296,8 @@ def serve(
     except OSError as e:
         log.error("cannot listen on %s: %s", describe(config.listen, config.port), why(e))
         return 1
-    set_title(f"{program}: supervisor {':'.join(listening_address(supervisor.listener))}")
+    address = ":".join(listening_address(supervisor.ports.listener))
+    set_title(f"{program}: supervisor {address}")
     return supervisor.run()
 
 
