@@ -265,6 +265,59 @@ class ServingProcess:
             self.open_handoff(run_dir)
 
     def turn(self) -> None:
+        """One turn of the loop: wait for input, run due timers, the clients' commands, the
+        ZeroMQ replies and the hosted shard's requests, commit the log, send. With one
+        client waiting for each answer every command is a turn of its own, so each step is
+        skipped when it has nothing to do (measured: tools/serving_cycle.py --conns 1)."""
+        events = self.wait()
+        self.worked = bool(events)
+        hosted = self.hosted
+        if hosted is not None:
+            hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        if self.backlog:
+            self.run_backlog()  # what the last turn left, before anything new is read
+        if events:
+            self.handle_events(events)
+        if self.touched:
+            self.drain_zmq()
+        if self.timers:
+            self.run_timers(time.monotonic_ns())
+        if hosted is not None:
+            self.run_hosted(hosted)
+        if self.outq or self.handovers.answers:
+            self.flush_requests()
+        if self.dirty:
+            self.flush_output()
+
+    def wait(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """This turn's events: at once if the client's next command is already here (after
+        a busy turn, with few clients: what poll_briefly would find first, so the sleep's
+        timeout need not be worked out), else after polling briefly or sleeping until the
+        next timer."""
+        spin = (
+            self.worked
+            and self.spin_s
+            and not self.spin_skip
+            and len(self.conns) <= SPIN_MAX_CONNS
+            and not self.touched  # a ZeroMQ socket may hold input: see sleep_s
+        )
+        if spin:
+            events = self.sel.select(0)
+            if events:
+                self.spin_backoff = 1  # as poll_briefly's first poll
+                return events
+        timeout = self.sleep_s()
+        if not timeout:
+            return [] if spin else self.sel.select(0)  # polled just now: nothing there
+        if self.worked and self.spin_s and len(self.conns) <= SPIN_MAX_CONNS:
+            events = self.poll_briefly(polled=bool(spin))
+            if events:
+                return events
+        return self.sel.select(timeout)
+
+    def sleep_s(self) -> float:
+        """How long the loop may sleep: until the next timer, at most CHECK_EVERY_S; 0 when
+        something is left to do now."""
         timeout = lifeline.CHECK_EVERY_S
         if self.timers:
             timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
@@ -291,23 +344,7 @@ class ServingProcess:
                 timeout = 0
             else:
                 self.touched.discard(s)  # its fd fires when anything arrives
-        events = None
-        if timeout and self.worked and self.spin_s and len(self.conns) <= SPIN_MAX_CONNS:
-            events = self.poll_briefly()
-        if not events:
-            events = self.sel.select(timeout)
-        self.worked = bool(events)
-        if self.hosted is not None:
-            self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
-        if self.backlog:
-            self.run_backlog()  # what the last turn left, before anything new is read
-        self.handle_events(events)
-        self.drain_zmq()
-        self.run_timers(time.monotonic_ns())
-        if self.hosted is not None:
-            self.run_hosted(self.hosted)
-        self.flush_requests()
-        self.flush_output()
+        return timeout
 
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         inbox = None
@@ -339,7 +376,7 @@ class ServingProcess:
         self.max_output = settings.max_output_bytes
         self.allow = parse_networks(settings.allow)
 
-    def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
+    def poll_briefly(self, polled: bool = False) -> list[tuple[selectors.SelectorKey, int]]:
         """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
         client that waits for each answer sends its next command within tens of µs;
         catching it awake is cheaper than sleeping in epoll and being woken. Only with few
@@ -349,17 +386,19 @@ class ServingProcess:
         wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it. Between
         two polls it yields the core (sched_yield): on a busy machine the client it waits
         for may be the process waiting for this core, and on a quiet one the yield returns
-        at once."""
+        at once. `polled`: the first poll was made already (wait), and found nothing."""
         if self.spin_skip:
             self.spin_skip -= 1
             return []
         until = time.monotonic() + self.spin_s
         while True:
+            if polled:
+                os.sched_yield()
+            polled = True
             events = self.sel.select(0)
             if events:
                 self.spin_backoff = 1
                 return events
-            os.sched_yield()
             if time.monotonic() >= until:
                 self.spin_skip = self.spin_backoff
                 self.spin_backoff = min(2 * self.spin_backoff, SPIN_MAX_SKIP)
