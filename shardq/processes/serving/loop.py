@@ -19,12 +19,12 @@ offer is answered, so a job is never lost to a reserver that went away.
 
 The serving process is one class made of rooms, one concern each: peers.py (requests to the
 other processes), clients.py (client sockets), handlers.py (the commands), cross.py
-(reserves), ids.py (job ids); this module holds its state and its loop.
+(reserves), ids.py (job ids), waiting.py (how a turn waits for input); this module holds
+its state and its loop.
 """
 
 from __future__ import annotations
 
-import os
 import resource
 import selectors
 import socket
@@ -37,14 +37,24 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.routing import TubeShards, tagged
 from shardq.cluster.wire import Request
-from shardq.engine.job import NS
 from shardq.processes.common import lifeline, live, wakeup
 from shardq.processes.common.listener import Network, parse_networks
 from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context
-from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
+from shardq.processes.serving import (
+    clients,
+    cross,
+    handlers,
+    handoff,
+    home,
+    ids,
+    peers,
+    tls,
+    waiting,
+)
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, LOCAL, Conn, CrossReserve, Done
+from shardq.processes.serving.waiting import POLLIN, ZMQ_EVENTS
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
 from shardq.processes.shard.ops import COUNTS
@@ -53,12 +63,6 @@ from shardq.protocol.stats_keys import CMD_KEYS
 
 if TYPE_CHECKING:
     import ssl
-
-POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
-ZMQ_EVENTS = int(zmq.EVENTS)
-RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
-SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
-SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
 class ServingProcess:
@@ -148,6 +152,9 @@ class ServingProcess:
     hand_off = handoff.hand_off
     adopt = handoff.adopt
     move_home = handoff.move_home
+    wait = waiting.wait
+    sleep_s = waiting.sleep_s
+    poll_briefly = waiting.poll_briefly
 
     def __init__(
         self,
@@ -289,63 +296,6 @@ class ServingProcess:
         if self.dirty:
             self.flush_output()
 
-    def wait(self) -> list[tuple[selectors.SelectorKey, int]]:
-        """This turn's events: at once if the client's next command is already here (after
-        a busy turn, with few clients: what poll_briefly would find first, so the sleep's
-        timeout need not be worked out), else after polling briefly or sleeping until the
-        next timer."""
-        spin = (
-            self.worked
-            and self.spin_s
-            and not self.spin_skip
-            and len(self.conns) <= SPIN_MAX_CONNS
-            and not self.touched  # a ZeroMQ socket may hold input: see sleep_s
-        )
-        if spin:
-            events = self.sel.select(0)
-            if events:
-                self.spin_backoff = 1  # as poll_briefly's first poll
-                return events
-        timeout = self.sleep_s()
-        if not timeout:
-            return [] if spin else self.sel.select(0)  # polled just now: nothing there
-        if self.worked and self.spin_s and len(self.conns) <= SPIN_MAX_CONNS:
-            events = self.poll_briefly(polled=bool(spin))
-            if events:
-                return events
-        return self.sel.select(timeout)
-
-    def sleep_s(self) -> float:
-        """How long the loop may sleep: until the next timer, at most CHECK_EVERY_S; 0 when
-        something is left to do now."""
-        timeout = lifeline.CHECK_EVERY_S
-        if self.timers:
-            timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
-        if self.retry_soon:
-            timeout = min(timeout, RETRY_S)
-        if self.backlog:
-            timeout = 0  # commands are left over from the last turn (clients.pump)
-        if self.handshakes:
-            timeout = min(timeout, self.expire_handshakes())
-        if self.accept_paused_until:
-            self.resume_accepting()
-            if self.accept_paused_until:
-                timeout = min(timeout, max(0.0, self.accept_paused_until - time.monotonic()))
-        if self.hosted is not None:
-            wake = self.hosted.core.next_wakeup()
-            if wake is not None:
-                timeout = min(timeout, max(0.0, (wake - time.monotonic_ns()) / NS))
-            if self.outq.get(self.hosted_index):
-                timeout = 0  # a connection closed last turn: its jobs go back at once
-        # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
-        # by asking the socket, so ask before sleeping.
-        for s in list(self.touched):
-            if cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                timeout = 0
-            else:
-                self.touched.discard(s)  # its fd fires when anything arrives
-        return timeout
-
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         inbox = None
         for key, mask in events:
@@ -375,34 +325,6 @@ class ServingProcess:
         self.conn_limit = -(-settings.max_connections // self.serving)
         self.max_output = settings.max_output_bytes
         self.allow = parse_networks(settings.allow)
-
-    def poll_briefly(self, polled: bool = False) -> list[tuple[selectors.SelectorKey, int]]:
-        """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
-        client that waits for each answer sends its next command within tens of µs;
-        catching it awake is cheaper than sleeping in epoll and being woken. Only with few
-        connections: with many there is nearly always input, and the other core belongs to
-        the clients. Adaptive: a poll that catches nothing makes the next 1, 2, 4 … 64 busy
-        turns sleep at once, so a client that thinks between commands costs at most one
-        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it. Between
-        two polls it yields the core (sched_yield): on a busy machine the client it waits
-        for may be the process waiting for this core, and on a quiet one the yield returns
-        at once. `polled`: the first poll was made already (wait), and found nothing."""
-        if self.spin_skip:
-            self.spin_skip -= 1
-            return []
-        until = time.monotonic() + self.spin_s
-        while True:
-            if polled:
-                os.sched_yield()
-            polled = True
-            events = self.sel.select(0)
-            if events:
-                self.spin_backoff = 1
-                return events
-            if time.monotonic() >= until:
-                self.spin_skip = self.spin_backoff
-                self.spin_backoff = min(2 * self.spin_backoff, SPIN_MAX_SKIP)
-                return events
 
     def run_hosted(self, server: ShardServer) -> None:
         """Apply the requests for the hosted shard, and whatever their answers lead to, until
