@@ -291,8 +291,8 @@ class ServingProcess:
             self.run_timers(time.monotonic_ns())
         if hosted is not None:
             self.run_hosted(hosted)
-        if self.outq or self.handovers.answers:
-            self.flush_requests()
+        if self.outq or self.retry_soon or self.handovers.answers:
+            self.flush_requests()  # (which also ends a retry_soon)
         if self.dirty:
             self.flush_output()
 
