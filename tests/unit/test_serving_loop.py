@@ -312,6 +312,21 @@ def test_after_a_busy_turn_a_command_already_there_is_taken_without_working_out_
     selects.close()
 
 
+def test_with_a_tls_handshake_under_way_every_turn_works_out_the_sleep(
+    serving_proc: ServingProcess,
+) -> None:
+    """expire_handshakes runs there: a busy client must not keep a stalled one alive."""
+    selects = busy(serving_proc)
+    mine, theirs = socket.socketpair()
+    stalled = Conn(2, mine, 65535)
+    serving_proc.handshakes[stalled] = 0.0  # its deadline is long past
+    selects.pair[1].sendall(b"stats\r\n")
+    assert serving_proc.wait()
+    assert stalled not in serving_proc.handshakes and stalled.phase is CLOSED
+    theirs.close()
+    selects.close()
+
+
 def due_now() -> float:
     """The sleep when a timer is due (or commands are left over): none."""
     return 0.0

@@ -34,13 +34,17 @@ def wait(self: ServingProcess) -> list[tuple[selectors.SelectorKey, int]]:
     """This turn's events: at once if the client's next command is already here (after
     a busy turn, with few clients: what poll_briefly would find first, so the sleep's
     timeout need not be worked out), else after polling briefly or sleeping until the
-    next timer."""
+    next timer. Working out the timeout also does what must not wait for a quiet moment
+    (expiring TLS handshakes, accepting again after a pause): while any of that is under
+    way, every turn works it out."""
     spin = (
         self.worked
         and self.spin_s
         and not self.spin_skip
         and len(self.conns) <= SPIN_MAX_CONNS
         and not self.touched  # a ZeroMQ socket may hold input: see sleep_s
+        and not self.handshakes  # sleep_s expires stalled TLS handshakes
+        and not self.accept_paused_until  # and resumes accepting after a pause
     )
     if spin:
         events = self.sel.select(0)
