@@ -274,6 +274,96 @@ def test_poll_us_0_never_polls(serving_proc: ServingProcess) -> None:
     theirs.close()
 
 
+class Selects:
+    """The serving process's selector, with the timeout of every select recorded."""
+
+    def __init__(self, a: ServingProcess) -> None:
+        self.sel = a.sel = selectors.DefaultSelector()  # only the sockets of this test
+        self.timeouts: list[float | None] = []
+        self.pair = socket.socketpair()
+        self.sel.register(self.pair[0], selectors.EVENT_READ, Conn(1, self.pair[0], 65535))
+        a.sel = self  # type: ignore[assignment]
+
+    def select(self, timeout: float | None = None) -> list:
+        self.timeouts.append(timeout)
+        return self.sel.select(timeout)
+
+    def close(self) -> None:
+        self.sel.unregister(self.pair[0])
+        for sock in self.pair:
+            sock.close()
+
+
+def busy(a: ServingProcess) -> Selects:
+    """After a turn that did work, one client, no ZeroMQ socket to ask: the loop may poll."""
+    a.worked, a.spin_s, a.touched = True, 1e-4, set()
+    return Selects(a)
+
+
+def test_after_a_busy_turn_a_command_already_there_is_taken_without_working_out_a_sleep(
+    serving_proc: ServingProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    selects = busy(serving_proc)
+    monkeypatch.setattr(serving_proc, "sleep_s", pytest.fail)  # not needed: no sleep
+    selects.pair[1].sendall(b"stats\r\n")
+    assert serving_proc.wait()
+    assert selects.timeouts == [0]
+    assert serving_proc.spin_backoff == 1
+    selects.close()
+
+
+def test_with_a_tls_handshake_under_way_every_turn_works_out_the_sleep(
+    serving_proc: ServingProcess,
+) -> None:
+    """expire_handshakes runs there: a busy client must not keep a stalled one alive."""
+    selects = busy(serving_proc)
+    mine, theirs = socket.socketpair()
+    stalled = Conn(2, mine, 65535)
+    serving_proc.handshakes[stalled] = 0.0  # its deadline is long past
+    selects.pair[1].sendall(b"stats\r\n")
+    assert serving_proc.wait()
+    assert stalled not in serving_proc.handshakes and stalled.phase is CLOSED
+    theirs.close()
+    selects.close()
+
+
+def due_now() -> float:
+    """The sleep when a timer is due (or commands are left over): none."""
+    return 0.0
+
+
+def test_with_something_due_now_the_loop_polls_once_and_does_not_spin(
+    serving_proc: ServingProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    selects = busy(serving_proc)
+    monkeypatch.setattr(serving_proc, "poll_briefly", pytest.fail)
+    monkeypatch.setattr(serving_proc, "sleep_s", due_now)
+    assert serving_proc.wait() == []
+    assert selects.timeouts == [0]
+    selects.close()
+
+
+def test_while_it_sits_out_after_misses_the_loop_sleeps_with_one_select(
+    serving_proc: ServingProcess,
+) -> None:
+    selects = busy(serving_proc)
+    serving_proc.spin_skip = 2
+    selects.pair[1].sendall(b"stats\r\n")
+    assert serving_proc.wait()
+    assert len(selects.timeouts) == 1 and selects.timeouts[0]  # no poll before the sleep
+    assert serving_proc.spin_skip == 1
+    selects.close()
+
+
+def test_a_window_that_catches_nothing_polls_then_sleeps(serving_proc: ServingProcess) -> None:
+    selects = busy(serving_proc)
+    serving_proc.retry_soon = True  # sleeps RETRY_S (2 ms), not a whole second
+    assert serving_proc.wait() == []  # nothing arrives: the window, then the sleep
+    assert selects.timeouts[:2] == [0, 0] and selects.timeouts[-1]
+    assert serving_proc.spin_skip == 1
+    selects.close()
+
+
 def test_a_lease_that_arrives_after_its_put_s_connection_closed_resumes_the_others(
     serving_proc: ServingProcess,
 ) -> None:

@@ -69,11 +69,12 @@ def reply(self: ServingProcess, conn: Conn, data: bytes) -> None:
 
 
 def flush_output(self: ServingProcess) -> None:
+    moves = self.serving > 1
     for conn in list(self.dirty):
         self.write(conn)
         if conn.phase is CLOSING:
             self.close(conn)
-        elif self.serving > 1:
+        elif moves and conn.away is not False:  # False: known to be at home (should_move)
             self.move_home(conn)
     self.dirty.clear()
 

@@ -19,34 +19,35 @@ offer is answered, so a job is never lost to a reserver that went away.
 
 The serving process is one class made of rooms, one concern each: peers.py (requests to the
 other processes), clients.py (client sockets), handlers.py (the commands), cross.py
-(reserves), ids.py (job ids); state.py holds its state; this module makes the class of
-them and runs its loop.
+(reserves), ids.py (job ids), waiting.py (how a turn waits for input); state.py holds
+its state; this module makes the class of them and runs its loop.
 """
 
 from __future__ import annotations
 
-import os
 import selectors
 import time
 from typing import cast
 
-import zmq
-
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
-from shardq.engine.job import NS
 from shardq.processes.common import lifeline, wakeup
-from shardq.processes.serving import clients, cross, handlers, handoff, home, ids, peers, tls
+from shardq.processes.serving import (
+    clients,
+    cross,
+    handlers,
+    handoff,
+    home,
+    ids,
+    peers,
+    tls,
+    waiting,
+)
 from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
+from shardq.processes.serving.waiting import POLLIN, ZMQ_EVENTS
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
-
-POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
-ZMQ_EVENTS = int(zmq.EVENTS)
-RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
-SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
-SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
 class ServingProcess(ServingState):
@@ -135,51 +136,34 @@ class ServingProcess(ServingState):
     hand_off = handoff.hand_off
     adopt = handoff.adopt
     move_home = handoff.move_home
+    wait = waiting.wait
+    sleep_s = waiting.sleep_s
+    poll_briefly = waiting.poll_briefly
 
     def turn(self) -> None:
-        timeout = lifeline.CHECK_EVERY_S
-        if self.timers:
-            timeout = min(timeout, max(0.0, (self.timers[0][0] - time.monotonic_ns()) / NS))
-        if self.retry_soon:
-            timeout = min(timeout, RETRY_S)
-        if self.backlog:
-            timeout = 0  # commands are left over from the last turn (clients.pump)
-        if self.handshakes:
-            timeout = min(timeout, self.expire_handshakes())
-        if self.accept_paused_until:
-            self.resume_accepting()
-            if self.accept_paused_until:
-                timeout = min(timeout, max(0.0, self.accept_paused_until - time.monotonic()))
-        if self.hosted is not None:
-            wake = self.hosted.core.next_wakeup()
-            if wake is not None:
-                timeout = min(timeout, max(0.0, (wake - time.monotonic_ns()) / NS))
-            if self.outq.get(self.hosted_index):
-                timeout = 0  # a connection closed last turn: its jobs go back at once
-        # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
-        # by asking the socket, so ask before sleeping.
-        for s in list(self.touched):
-            if cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                timeout = 0
-            else:
-                self.touched.discard(s)  # its fd fires when anything arrives
-        events = None
-        if timeout and self.worked and self.spin_s and len(self.conns) <= SPIN_MAX_CONNS:
-            events = self.poll_briefly()
-        if not events:
-            events = self.sel.select(timeout)
+        """One turn of the loop: wait for input, run due timers, the clients' commands, the
+        ZeroMQ replies and the hosted shard's requests, commit the log, send. With one
+        client waiting for each answer every command is a turn of its own, so each step is
+        skipped when it has nothing to do (measured: tools/serving_cycle.py --conns 1)."""
+        events = self.wait()
         self.worked = bool(events)
-        if self.hosted is not None:
-            self.hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
+        hosted = self.hosted
+        if hosted is not None:
+            hosted.core.engine.tick(time.monotonic_ns())  # timers before new commands
         if self.backlog:
             self.run_backlog()  # what the last turn left, before anything new is read
-        self.handle_events(events)
-        self.drain_zmq()
-        self.run_timers(time.monotonic_ns())
-        if self.hosted is not None:
-            self.run_hosted(self.hosted)
-        self.flush_requests()
-        self.flush_output()
+        if events:
+            self.handle_events(events)
+        if self.touched:
+            self.drain_zmq()
+        if self.timers:
+            self.run_timers(time.monotonic_ns())
+        if hosted is not None:
+            self.run_hosted(hosted)
+        if self.outq or self.retry_soon or self.handovers.answers:
+            self.flush_requests()  # (which also ends a retry_soon)
+        if self.dirty:
+            self.flush_output()
 
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         inbox = None
@@ -202,32 +186,6 @@ class ServingProcess(ServingState):
                 self.touched.add(data)  # a ZeroMQ socket
         if inbox is not None:  # after the clients: a close they sent is seen before
             self.adopt(inbox)  # the commands of a connection that arrived with it
-
-    def poll_briefly(self) -> list[tuple[selectors.SelectorKey, int]]:
-        """Poll without sleeping for up to `spin_s` (poll_us) after a turn that did work. A
-        client that waits for each answer sends its next command within tens of µs;
-        catching it awake is cheaper than sleeping in epoll and being woken. Only with few
-        connections: with many there is nearly always input, and the other core belongs to
-        the clients. Adaptive: a poll that catches nothing makes the next 1, 2, 4 … 64 busy
-        turns sleep at once, so a client that thinks between commands costs at most one
-        wasted window in SPIN_MAX_SKIP turns; a poll that catches input resets it. Between
-        two polls it yields the core (sched_yield): on a busy machine the client it waits
-        for may be the process waiting for this core, and on a quiet one the yield returns
-        at once."""
-        if self.spin_skip:
-            self.spin_skip -= 1
-            return []
-        until = time.monotonic() + self.spin_s
-        while True:
-            events = self.sel.select(0)
-            if events:
-                self.spin_backoff = 1
-                return events
-            os.sched_yield()
-            if time.monotonic() >= until:
-                self.spin_skip = self.spin_backoff
-                self.spin_backoff = min(2 * self.spin_backoff, SPIN_MAX_SKIP)
-                return events
 
     def run_hosted(self, server: ShardServer) -> None:
         """Apply the requests for the hosted shard, and whatever their answers lead to, until

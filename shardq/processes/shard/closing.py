@@ -84,7 +84,9 @@ class Closing:
         return self.deferred.take()
 
     def next_until(self) -> int | None:
-        return min((hold.until for hold in self.holds.values()), default=None)
+        if not self.holds:  # the common case, asked every turn of the loop
+            return None
+        return min(hold.until for hold in self.holds.values())
 
     def defers(self, engine: Engine, req: Request) -> bool:
         """Must this request, which hands out a job, wait? It would take from a held tube
