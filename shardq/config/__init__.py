@@ -237,6 +237,8 @@ def load_config(
     if written is not None:
         values["shards"] = _written_shards(values, wheres, *written)
     config = Config(**values)
+    if "shards" not in values and "serving" in values:  # one shard a serving process
+        config = config.replace(shards=config.serving)
     if "serving" not in values:  # the default, within the shards and colocation given
         serving = min(config.serving, config.shards) if config.colocate else 1
         config = config.replace(serving=serving)

@@ -43,6 +43,13 @@ def test_the_default_shard_count_does_not_grow_with_the_cores(monkeypatch, cores
     config = load_config(None, {})
     assert (config.shards, config.serving) == (shards, shards)
     assert load_config(None, {"serving": 4}).shards == 4  # more serving processes: more shards
+    # fewer too: one serving process hosts the one shard (no shard process behind a hop)
+    assert (load_config(None, {"serving": 1}).shards, load_config("serving: 1\n", {}).shards) == (
+        1,
+        1,
+    )
+    assert load_config(None, {"serving": 1, "shards": 4}).shards == 4  # set: kept
+    assert load_config(None, {"serving": 1}, written=(3, "/q")).shards == 3  # the log's count
 
 
 def test_a_log_s_shard_count_replaces_the_default_and_a_disagreeing_setting_is_named():
