@@ -166,10 +166,17 @@ FIGURES = [
         0.001,
     ),
     Figure(
+        "shardq serve binds its port",
+        r"which loads its CLI library first: ≈ ([\d.]+) s and",
+        "Start-up",
+        r"\| port bound \(`connect`\) \| (?:\d+, ){4}\d+ ms \| ([\d.]+) ms \|",
+        0.001,
+    ),
+    Figure(
         "shardq serve answers its first command",
         r"≈ [\d.]+ s and ≈ ([\d.]+) s; beanstalkd",
         "Start-up",
-        r"\| `shardq serve`: first `stats` \(n=\d+\) \| [\d.]+ ms \| ([\d.]+) ms \|",
+        r"\| first `stats` answered \| (?:\d+, ){4}\d+ ms \| ([\d.]+) ms \|",
         0.001,
     ),
     Figure(
