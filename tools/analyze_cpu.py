@@ -4,6 +4,7 @@
 
     python tools/gen_events.py /tmp/ev90k --events 90000 --span 1800
     python tools/analyze_cpu.py /tmp/ev90k -n 3
+    python tools/analyze_cpu.py /tmp/ev1k -n 3 --only tuned   # 1,000 events: the floor
 
 Each round runs `shardq analyze EVENTS --out NEW_DIR` in a child Python, once as it is and
 once with `tuning_for` replaced by one that returns no settings (Spark's defaults: 200
@@ -87,17 +88,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("events", nargs="+", help="event log files or directories")
     ap.add_argument("-n", type=int, default=3, help="rounds (each runs both variants)")
+    ap.add_argument("--only", choices=VARIANTS, help="run one variant only")
     ap.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         sys.exit(child(args.child, [*args.events, "--out", args.out]))
     become_subreaper()
-    runs: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+    variants = [args.only] if args.only else list(VARIANTS)
+    runs: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     print(f"load before: {load()}")
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.n):
-            for variant in VARIANTS:
+            for variant in variants:
                 wall, cpu, status = one_run(variant, args.events, f"{tmp}/{variant}{i}")
                 if status != 0:
                     raise SystemExit(f"shardq analyze ({variant}) exited with {status}")

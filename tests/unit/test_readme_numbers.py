@@ -180,6 +180,19 @@ FIGURES = [
         0.001,
     ),
     Figure(
+        "analyze, 90k events: CPU sized to the input and with Spark's defaults",
+        r"\((\d+) s instead of (\d+) s, start-up included",
+        "Spark's settings sized to the input",
+        r"\| 90,001 events, Spark's defaults \| [^|]* \| \*\*([\d.]+) s\*\* \|.*"
+        r"\| 90,001 events, sized to the input [^|]*\| [^|]* \| \*\*([\d.]+) s\*\* \|",
+    ),
+    Figure(
+        "analyze, the floor: 1,000 events",
+        r"fixed cost \(≈ (\d+) s of CPU for 1,000 events\)",
+        "Spark's settings sized to the input",
+        r"the floor \| [^|]* \| \*\*([\d.]+) s\*\* \|",
+    ),
+    Figure(
         "beanstalkd answers its first command",
         r"beanstalkd: ([\d.]+) ms\)",
         "Importing less",
