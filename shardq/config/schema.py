@@ -24,10 +24,10 @@ def _default_serving() -> int:
 
 def _default_shards() -> int:
     """One per serving process (each hosts one), whatever the cores: a shard more is a
-    process more (≈ 22 MiB idle) reached through a hop (≈ 175 µs a command against 59 µs in
-    the serving process: docs/BENCHMARKS.md), and it adds cross-shard reserves; more shards
-    pay only with more serving processes (`serving`), which sets them. (A -b log's own count
-    wins over this default: `read_config`.)"""
+    process more (≈ 19 MiB of RSS idle, ≈ 4 MiB of PSS) reached through a hop (≈ 175 µs a
+    command against 59 µs in the serving process: docs/BENCHMARKS.md), and it adds
+    cross-shard reserves; more shards pay only with more serving processes (`serving`),
+    which sets them. (A -b log's own count wins over this default: `read_config`.)"""
     return _default_serving()
 
 
