@@ -100,3 +100,15 @@ def test_a_run_with_nothing_answered_at_its_deadline_waits_for_its_first_answer(
     assert result["errors"] == 0, result["error_samples"]
     assert result["cycles"]["count"] >= 1 and result["cycles"]["per_sec"] > 0
     assert result["elapsed_s"] >= HOLD_S
+
+
+def test_a_bounded_mixed_load_that_leaves_a_process_without_a_consumer_is_refused(
+    port: int,
+) -> None:
+    """-c 3 -P 2: one load process would put its share and see it taken by the other
+    (which has no producer): neither could end before the time limit."""
+    cmd = [sys.executable, "-m", "shardq", "bench", "--port", str(port)]
+    cmd += ["-w", "mixed", "-c", "3", "-P", "2", "--jobs", "10"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 2
+    assert "needs at least 4 connections" in done.stderr
