@@ -19,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from shardq.bench.workloads import MATRIX_HELP, WORKLOAD_HELP, WORKLOADS, Spec
+from shardq.bench.workloads import MATRIX_HELP, WORKLOAD_HELP, WORKLOADS, Spec, split_problem
 from shardq.log import setup as setup_logging
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,10 @@ def bench(
         prefix=f"bench-{secrets.token_hex(3)}",  # tubes of this run only: cleanup is exact
         engine=engine,
     )
+    problem = split_problem(spec) if protocol == "beanstalk" else None
+    if problem:
+        typer.echo(f"shardq bench: {problem}", err=True)
+        raise typer.Exit(2)
     try:
         check_reachable(host, port)
     except OSError as e:

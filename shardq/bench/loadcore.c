@@ -25,6 +25,12 @@
  *
  *   loadcore --host H --port P --workload W --pipeline N --size B --ttr S --duration SECS
  *            [--quota N] [--backlog N]
+ *
+ * A run ends when its quota is done, or at --duration once something is measured (a cycle
+ * for pingpong, else an answered operation): a run that has no figure yet at the deadline
+ * (a short one on a busy machine) waits up to GRACE_NS more for its first answer, so it
+ * reports a rate, not 0. With --quota, mixed loads' consumers reserve no more jobs than are
+ * left to take: when the last job is deleted no reserve waits, and the run ends.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -53,6 +59,7 @@ enum { W_PUT, W_RESERVE, W_MIXED, W_MULTITUBE, W_PINGPONG };
 static const char *WORKLOADS[] = {"put", "reserve", "mixed", "multitube", "pingpong"};
 
 #define MAX_SAMPLES 5
+#define GRACE_NS 10000000000ull /* how long past --duration a run waits for its first answer */
 #define MAX_CONNS 100000
 
 /* hist.py's buckets: exact below 128 ns, then 64 linear sub-buckets per power of two */
@@ -114,6 +121,7 @@ static char *put_req, *body;
 static size_t put_len;
 static long long issued;
 static uint64_t counts[NOPS], errors[NOPS], timed_out, conn_errors;
+static long long reserving; /* consumers' reserves in flight (bounded mixed loads) */
 static hist_t hists[NOPS], cycle;
 static char samples[MAX_SAMPLES][128];
 static int nsamples;
@@ -172,6 +180,7 @@ static void push(conn_t *c, int op, const char *data, size_t n)
 	}
 	c->ring[(c->head + c->count) & (c->cap - 1)] = (req_t){(uint8_t)op, 0};
 	c->count++;
+	reserving += c->role == CONSUMER && op == RESERVE;
 	c->unstamped++;
 	out_add(c, data, n);
 }
@@ -180,6 +189,7 @@ static req_t *oldest(conn_t *c) { return &c->ring[c->head]; }
 
 static void pop(conn_t *c)
 {
+	reserving -= c->role == CONSUMER && c->ring[c->head].op == RESERVE;
 	c->head = (c->head + 1) & (c->cap - 1);
 	c->count--;
 }
@@ -237,6 +247,15 @@ static void refill(conn_t *c)
 		while (room-- > 0)
 			push(c, PUT, put_req, put_len);
 	} else if (c->role == CONSUMER || c->role == DRAINER) {
+		if (c->role == CONSUMER && C.quota >= 0) {
+			/* a bounded run: no more reserves than jobs left to take, so a run whose jobs
+			 * are all deleted has no reserve waiting in the server (it ends at once) */
+			long long left = C.quota - (long long)counts[RESERVE] - reserving;
+			if (room > left)
+				room = left;
+			if (room <= 0)
+				return;
+		}
 		if (c->role == DRAINER && C.quota >= 0) {
 			if (room > C.quota - issued)
 				room = C.quota - issued;
@@ -281,7 +300,9 @@ static void drop(conn_t *c)
 	if (!c->stopped)
 		conn_errors++;
 	c->stopped = 1;
-	c->count = c->unstamped = 0;
+	while (c->count)
+		pop(c); /* its reserves are no longer in flight */
+	c->unstamped = 0;
 	c->olen = 0;
 	epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
@@ -424,6 +445,22 @@ static void on_data(conn_t *c, uint64_t now)
 	c->ilen -= pos;
 	if (c->ilen && pos)
 		memmove(c->in, c->in + pos, c->ilen);
+}
+
+/* Whether the run has a figure: a cycle for pingpong (its figure is cycles/s), else any
+ * operation answered. */
+static int measured(void)
+{
+	if (C.workload == W_PINGPONG)
+		return cycle.total > 0;
+	return counts[PUT] + counts[RESERVE] + counts[DELETE] > 0;
+}
+
+/* When the loop ends: at the deadline, or, while nothing is measured yet (a short run on a
+ * busy machine, a server slow to answer its first request), up to GRACE_NS later. */
+static uint64_t end_of_run(uint64_t deadline)
+{
+	return measured() ? deadline : deadline + GRACE_NS;
 }
 
 static int done(void)
@@ -659,8 +696,9 @@ int main(int argc, char **argv)
 	}
 	struct epoll_event evs[512];
 	unsigned loops = 0;
-	while (now < deadline) {
-		int wait_ms = npaused ? 1 : (int)((deadline - now) / 1000000 + 1);
+	uint64_t end;
+	while (now < (end = end_of_run(deadline))) {
+		int wait_ms = npaused ? 1 : (int)((end - now) / 1000000 + 1);
 		if (wait_ms > 50)
 			wait_ms = 50;
 		int nev = epoll_wait(ep, evs, 512, wait_ms);

@@ -85,7 +85,8 @@ class ConnPlan:
 
 def plan(spec: Spec) -> list[ConnPlan]:
     """Roles for every connection. Mixed loads: first half producers, second half consumers,
-    so a round-robin split over processes gives each process both kinds."""
+    so a round-robin split over processes gives each process both kinds (when there are as
+    many of each as processes: `split_problem`)."""
     n, p = spec.connections, spec.prefix
     if spec.workload == "put":
         return [ConnPlan(i, PRODUCER, p, []) for i in range(n)]
@@ -100,6 +101,21 @@ def plan(spec: Spec) -> list[ConnPlan]:
         out += [ConnPlan(i, CONSUMER, None, tubes) for i in range(producers, max(n, 2))]
         return out
     raise ValueError(f"unknown workload {spec.workload!r}; one of {', '.join(WORKLOADS)}")
+
+
+def split_problem(spec: Spec) -> str | None:
+    """Why `spec` cannot run, or None: a mixed load bounded by --jobs puts and takes each
+    process's share of the jobs in that process, so each needs a producer and a consumer
+    (without, the run waited out its time limit)."""
+    if spec.jobs is None or spec.workload not in ("mixed", "multitube"):
+        return None
+    if spec.connections >= 2 * spec.processes:
+        return None
+    return (
+        f"-w {spec.workload} with --jobs over "
+        f"{counted(spec.processes, 'load process', 'load processes')} needs at least "
+        f"{2 * spec.processes} connections (a producer and a consumer in each process)"
+    )
 
 
 def setup_commands(c: ConnPlan) -> list[tuple[bytes, bytes]]:

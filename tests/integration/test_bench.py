@@ -73,7 +73,11 @@ def test_reserve_drains_exactly_the_prefilled_jobs(port: int) -> None:
 
 def test_compare_quick_matrix(tmp_path) -> None:
     """A tiny A/B run (shardq against itself, 0.3 s cells, --no-stub: no L column) writes a
-    report with a chart; the stub's column is tests/integration/test_bench_stub.py's."""
+    report with a chart; the stub's column is tests/integration/test_bench_stub.py's.
+
+    Every cell has a rate and a server CPU above 0, however busy the machine: a cell lasts
+    until its first answer when it has none at its deadline (test_bench_bounds.py), and
+    the server's CPU is read to the nanosecond (it read 0.0 from /proc's 10 ms ticks)."""
     report = tmp_path / "BENCH.md"
     cmd = [
         sys.executable, "-m", "shardq", "bench", "compare", "--matrix", "quick",

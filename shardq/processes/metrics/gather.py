@@ -7,7 +7,10 @@ from /proc (children of the supervisor, named by role in /proc/PID/comm).
 Everything is asked at once and awaited up to `ANSWER_WITHIN_S`; a peer that does not
 answer in time makes the view unhealthy. A peer with a question still unanswered is not
 asked again until that question is `GIVE_UP_AFTER_S` old (its late answer is taken as this
-one's), so a stopped shard does not pile questions up in the coordinator.
+one's), so a stopped shard does not pile questions up in the coordinator. An answer that
+arrived but could not be read (out of memory) is asked for again by the next view: waiting
+for it would have made /health say "not answered in time" for `GIVE_UP_AFTER_S` after
+memory came back.
 """
 
 from __future__ import annotations
@@ -89,7 +92,19 @@ class Peers:
         return answers
 
     def take(self, sock: zmq.Socket[bytes], answers: dict[int, Sequence[Any]]) -> None:
+        """Every answer waiting on `sock`. Out of memory, an answer read but not kept is
+        lost: its question is forgotten (the next view asks again; a late answer to it
+        has a stale rid and is dropped), and the MemoryError goes on up."""
         key = self.key_of[sock]
+        try:
+            self.read_answers(key, sock, answers)
+        except MemoryError:
+            self.asked.pop(key, None)
+            raise
+
+    def read_answers(
+        self, key: int, sock: zmq.Socket[bytes], answers: dict[int, Sequence[Any]]
+    ) -> None:
         while True:
             try:
                 data = sock.recv(zmq.NOBLOCK)
