@@ -20,10 +20,10 @@ class Ids:
         else:
             self.seq = random.getrandbits(8)
         self.last_ms = now_ms
-        rand = random.getrandbits(62)
-        value = (now_ms << 80) | (0x7 << 76) | ((self.seq & 0xFFF) << 64) | (0b10 << 62) | rand
-        h = f"{value:032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        rand = random.getrandbits(62)  # version 7, variant 0b10, then 62 random bits
+        high, low, seq = now_ms >> 16 & 0xFFFFFFFF, now_ms & 0xFFFF, 0x7000 | self.seq & 0xFFF
+        variant, tail = 0x8000 | rand >> 48, rand & 0xFFFFFFFFFFFF
+        return f"{high:08x}-{low:04x}-{seq:04x}-{variant:04x}-{tail:012x}"
 
     def token(self) -> str:
         """A lock token."""

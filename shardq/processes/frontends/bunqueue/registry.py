@@ -146,20 +146,27 @@ class Registry:
         j.heartbeat = created
         self.index(j)
         self.totals["pushed"] += 1
-        parents = [self.jobs[p] for p in spec.depends_on if p in self.jobs]
-        for parent in parents:
-            if parent.state != COMPLETED:
-                parent.children.append(j.id)
-                j.waiting_for += 1
+        if spec.depends_on:
+            self.wait_for_parents(j, spec.depends_on)
         if j.waiting_for:
             j.state = CHILDREN
         elif j.run_at > now:
             self.delay(j)
         return j
 
+    def wait_for_parents(self, j: BqJob, parents: list[str]) -> None:
+        for ident in parents:
+            parent = self.jobs.get(ident)
+            if parent is not None and parent.state != COMPLETED:
+                parent.children.append(j.id)
+                j.waiting_for += 1
+
     def index(self, j: BqJob) -> None:
         self.jobs[j.id] = j
-        self.queues.setdefault(j.queue, set()).add(j.id)
+        ids = self.queues.get(j.queue)
+        if ids is None:
+            ids = self.queues[j.queue] = set()
+        ids.add(j.id)
         if j.opts.custom_id is not None:
             self.by_custom[j.opts.custom_id] = j.id
         if j.opts.unique_key is not None and j.state not in (COMPLETED, FAILED):

@@ -19,7 +19,7 @@ from shardq.processes.frontends.beanstalk import Result, line, put_line, use_lin
 from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
 from shardq.processes.frontends.registered import known_job, putting
 from shardq.processes.frontends.session import Send, Session, Task
-from shardq.protocol.bunqueue_args import JobSpec, queue_of, tube_of
+from shardq.protocol.bunqueue_args import JobSpec, json_body, queue_of, tube_of
 from shardq.protocol.reader import Reply
 
 if TYPE_CHECKING:
@@ -30,7 +30,9 @@ DEFAULT_TTR_S = 60
 
 
 def body_of(j: BqJob) -> bytes:
-    return json.dumps(j.data, separators=(",", ":")).encode()
+    """The job's data as its tube's JSON body (made at its push: taken once)."""
+    body, j.opts.body = j.opts.body, b""
+    return body or json_body(j.data)
 
 
 def put_of(j: BqJob) -> bytes:
