@@ -206,6 +206,26 @@ def dlq_flow(c: Session) -> None:
     c("GetJob", id=retried)
 
 
+def lifo_flow(c: Session) -> None:
+    """bunqueue's order: priority, then lifo jobs newest first, then the others oldest first
+    (pulled one by one, in a batch, and pipelined)."""
+    for name, opts in [
+        ("fifo1", {}),
+        ("l1", {"lifo": True}),
+        ("l2", {"lifo": True}),
+        ("fifo2", {}),
+        ("l3", {"lifo": True}),
+        ("p5f", {"priority": 5}),
+        ("p5l1", {"priority": 5, "lifo": True}),
+        ("p5l2", {"priority": 5, "lifo": True}),
+    ]:
+        c("PUSH", queue="lf", name=name, data={"n": name}, **opts)
+    c("PUSHB", queue="lf", jobs=[{"name": f"b{i}", "data": {}, "lifo": True} for i in (1, 2)])
+    c("PULLB", queue="lf", count=3)
+    for _ in range(8):
+        c("PULL", queue="lf")
+
+
 def differences(want: Any, got: Any, path: str = "") -> list[str]:
     """Where two replies differ (``job.state: 'waiting' != 'prioritized'``)."""
     if isinstance(want, dict) and isinstance(got, dict):
@@ -221,7 +241,7 @@ def differences(want: Any, got: Any, path: str = "") -> list[str]:
     return [] if want == got else [f"{path[:-1]}: {want!r} != {got!r}"]
 
 
-FLOWS = [core_flow, errors_flow, options_flow, dlq_flow]
+FLOWS = [core_flow, errors_flow, options_flow, dlq_flow, lifo_flow]
 
 
 def run_flows(port: int) -> dict[str, list[Any]]:

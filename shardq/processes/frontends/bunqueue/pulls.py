@@ -8,10 +8,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shardq.processes.frontends.beanstalk import Result, line, reserve_within, watch_lines
+from shardq.processes.frontends.beanstalk import (
+    Result,
+    line,
+    reserve_within,
+    watch_lines,
+    yaml_map,
+)
 from shardq.processes.frontends.bunqueue.registry import BqJob
 from shardq.processes.frontends.bunqueue.render import job_record
-from shardq.processes.frontends.bunqueue.tubes import Lease, deletes_ahead, take
+from shardq.processes.frontends.bunqueue.tubes import PRI_BASE, Lease, deletes_ahead, take
 from shardq.processes.frontends.session import Send, Session, Sleep, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
@@ -83,6 +89,58 @@ def reserve_more(s: Session, n: int) -> Result:
     return got
 
 
+def priorities(front: Frontend, reserved: list[Reply]) -> Result:
+    """bunqueue's priority of each reserved job (a job put through beanstalk: asked)."""
+    out: list[int | None] = []
+    for reply in reserved:
+        j = front.registry.get(front.registry.by_job.get(reply.number()))
+        out.append(None if j is None else j.opts.priority)
+    unknown = [at for at, prio in enumerate(out) if prio is None]
+    if unknown:
+        stats = yield Send(tuple(line("stats-job", reserved[at].number()) for at in unknown))
+        for at, reply in zip(unknown, stats, strict=True):
+            out[at] = PRI_BASE - int(yaml_map(reply.body).get("pri", PRI_BASE))
+    return out
+
+
+def is_lifo(front: Frontend, reply: Reply) -> bool:
+    j = front.registry.get(front.registry.by_job.get(reply.number()))
+    return j is not None and j.opts.lifo
+
+
+def lifo_first(front: Frontend, s: Session, queue: str, reserved: list[Reply]) -> Result:
+    """The reserved jobs (as the tube serves them: priority, then oldest) in bunqueue's
+    order: at each priority its lifo jobs newest first (reserved by id: `reserve-job`),
+    then the others; the jobs that leaves over are released (back in their place)."""
+    prios = yield from priorities(front, reserved)
+    groups: dict[int, list[int]] = {}
+    mine: dict[int, Reply] = {}
+    pri_of: dict[int, int] = {}
+    for reply, prio in zip(reserved, prios, strict=True):
+        job = reply.number()
+        groups.setdefault(prio, []).append(job)
+        mine[job], pri_of[job] = reply, prio
+    wanted: dict[int, list[int]] = {}  # priority -> its jobs to serve, best first
+    for prio, group in groups.items():
+        newest = [j.job for j in front.registry.newest_lifo(queue, prio, len(group))]
+        rest = [job for job in group if not is_lifo(front, mine[job])]
+        wanted[prio] = (newest + rest)[: len(group)]
+        pri_of.update((job, prio) for job in newest)
+    fetch = [job for jobs in wanted.values() for job in jobs if job not in mine]
+    if fetch:
+        got = yield Send(tuple(line("reserve-job", job) for job in fetch))
+        mine.update((job, r) for job, r in zip(fetch, got, strict=True) if r.name == b"RESERVED")
+    served: list[int] = []
+    for prio, group in groups.items():  # a job another took meanwhile: the next one instead
+        ranked = [*wanted[prio], *(job for job in group if job not in wanted[prio])]
+        served += [job for job in ranked if job in mine][: len(group)]
+    chosen = set(served)
+    left = [job for job in mine if job not in chosen]
+    if left:
+        yield Send(tuple(line("release", job, PRI_BASE - pri_of[job], 0) for job in left))
+    return [mine[job] for job in served]
+
+
 def pull(front: Frontend, s: Session, p: Pull) -> Result:
     """Up to `p.count` jobs of the queue, waiting up to its timeout for the first."""
     deadline = time.monotonic() + p.wait_ms / 1000
@@ -105,6 +163,8 @@ def pull(front: Frontend, s: Session, p: Pull) -> Result:
             if first.name != b"RESERVED":
                 raise refused(first)
             reserved = [first, *(yield from reserve_more(s, p.count - 1))]
+            if p.queue in front.registry.lifo:
+                reserved = yield from lifo_first(front, s, p.queue, reserved)
             taken = yield from take(front, s, reserved, [p.lease] * len(reserved))
             jobs = [j for j in taken if j is not None]
             if time.monotonic() >= deadline:
@@ -135,6 +195,8 @@ def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
         yield Send((*deletes, *watch_lines(s, (a.tube_of(pulls[0].queue),))))
         front.registry.deleted(done)
         reserved = yield from reserve_more(s, sum(p.count for p in pulls))
+        if pulls[0].queue in front.registry.lifo:
+            reserved = yield from lifo_first(front, s, pulls[0].queue, reserved)
         leases = [p.lease for p in pulls for _ in range(p.count)][: len(reserved)]
         owners = [p for p in pulls for _ in range(p.count)][: len(reserved)]
         taken = yield from take(front, s, reserved, leases)
