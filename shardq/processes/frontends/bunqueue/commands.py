@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.processes.frontends.beanstalk import Result
-from shardq.processes.frontends.bunqueue import admin, pulls, query
+from shardq.processes.frontends.bunqueue import admin, pulls, query, waiting
 from shardq.processes.frontends.bunqueue.registry import ACTIVE, WAITING, BqJob
 from shardq.processes.frontends.bunqueue.tubes import now_ms, put_jobs, requeue, retire
 from shardq.processes.frontends.session import Session, Task, answer_invalid, gather
@@ -258,8 +258,8 @@ Handler = Callable[["Frontend", Session, b.Request], Task]
 HANDLERS: dict[str, Handler] = {
     "PUSH": do_push,
     "PUSHB": do_push,
-    "PULL": pulls.do_pull,
-    "PULLB": pulls.do_pull,
+    "PULL": waiting.do_pull,
+    "PULLB": waiting.do_pull,
     "ACK": do_ack,
     "ACKB": do_ackb,
     "FAIL": do_fail,

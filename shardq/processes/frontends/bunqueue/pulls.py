@@ -1,6 +1,7 @@
-"""PULL and PULLB: a long poll (up to 60 s, woken by a push, a Resume, a job given back),
-and pipelined pulls that do not wait (``timeout`` 0, one queue) served together: one
-round trip of reserves for all of them, one of deletes."""
+"""PULL and PULLB: a long poll (up to 60 s, woken by a push, a Resume, a job given back;
+waiting.py lets it wait on a connection of its own), and pipelined pulls that do not wait
+(``timeout`` 0, one queue) served together: one round trip of reserves for all of them,
+one of deletes; jobs in bunqueue's order where a queue has lifo jobs (`lifo_first`)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class Pull:
     owner: Any
     lock_ttl: int
     batch: bool
+    deadline: float  # monotonic s: when a waiting pull ends
 
     @property
     def lease(self) -> Lease:
@@ -49,14 +51,16 @@ class Pull:
 
 def pull_of(req: b.Request) -> Pull:
     batch = req.cmd == "PULLB"
+    wait = a.wait_ms(req.args)
     return Pull(
         req,
         a.queue(req.args),
         a.pull_count(req.args) if batch else 1,
-        a.wait_ms(req.args),
+        wait,
         req.get("owner"),
         int(a.number(req.get("lockTtl"), "lockTtl") or a.DEFAULT_LOCK_TTL),
         batch,
+        time.monotonic() + wait / 1000,
     )
 
 
@@ -141,9 +145,10 @@ def lifo_first(front: Frontend, s: Session, queue: str, reserved: list[Reply]) -
     return [mine[job] for job in served]
 
 
-def pull(front: Frontend, s: Session, p: Pull) -> Result:
-    """Up to `p.count` jobs of the queue, waiting up to its timeout for the first."""
-    deadline = time.monotonic() + p.wait_ms / 1000
+def pull(front: Frontend, s: Session, p: Pull, holder: int = 0, wait: bool = True) -> Result:
+    """Up to `p.count` jobs of the queue, waiting up to its timeout for the first (`wait`
+    False: what is there now); `holder`: the client session they are given to (0: `s`)."""
+    deadline = p.deadline if wait else time.monotonic()
     jobs: list[BqJob] = []
     front.pullers.add(s)
     try:
@@ -165,18 +170,13 @@ def pull(front: Frontend, s: Session, p: Pull) -> Result:
             reserved = [first, *(yield from reserve_more(s, p.count - 1))]
             if p.queue in front.registry.lifo:
                 reserved = yield from lifo_first(front, s, p.queue, reserved)
-            taken = yield from take(front, s, reserved, [p.lease] * len(reserved))
+            taken = yield from take(front, s, reserved, [p.lease] * len(reserved), holder)
             jobs = [j for j in taken if j is not None]
             if time.monotonic() >= deadline:
                 break
     finally:
         front.pullers.discard(s)
     return jobs
-
-
-def do_pull(front: Frontend, s: Session, req: b.Request) -> Task:
-    p = pull_of(req)
-    return answer(p, (yield from pull(front, s, p)))
 
 
 def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:

@@ -118,11 +118,13 @@ def flush_deletes(front: Frontend, s: Session) -> Task:
 Lease = tuple[Any, int]
 
 
-def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease]) -> Result:
+def take(
+    front: Frontend, s: Session, replies: list[Reply], leases: list[Lease], holder: int = 0
+) -> Result:
     """The reserved jobs pulled, each with its lease: the jobs, aligned with `replies`
     (None: one not to serve — cancelled meanwhile). Each is journaled active, then deleted
     from its tube (a crash in between gives it back to the tube too: pulled twice at worst,
-    never lost)."""
+    never lost). `holder`: the client session they are given to (0: `s`'s own)."""
     now = now_ms()
     pulled: list[BqJob | None] = []
     jobs: list[int] = []
@@ -141,7 +143,7 @@ def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease])
             j = found
         else:
             continue
-        front.registry.pull(j, s.id, owner or None, lock_ttl, now)
+        front.registry.pull(j, holder or s.id, owner or None, lock_ttl, now)
         pulled[-1] = j
     got = [j for j in pulled if j is not None]
     front.save(*got)
