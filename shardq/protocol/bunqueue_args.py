@@ -110,6 +110,8 @@ def json_body(value: Any) -> bytes:
 def data_of(value: Any) -> tuple[Any, bytes]:
     """The job's data (integers past 32 bits as floats) and its JSON body, checked (once
     encoded: the size is of that compact JSON, as bunqueue's ``JSON.stringify``)."""
+    if type(value) is str and len(value) <= MAX_DATA // 6 - 2:  # (no check can refuse it)
+        return value, JSON.encode(value).encode()
     if not json_ready(value):
         raise BadRequest("Job data must be JSON serializable")
     value = safe(value)

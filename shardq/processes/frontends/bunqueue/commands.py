@@ -107,8 +107,8 @@ def pushed_reply(
 
 
 def do_pushes(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
-    """Pipelined PUSHes and PUSHBs, pushed together (one round trip of puts); each
-    answered in order."""
+    """Pipelined PUSHes and PUSHBs, pushed together (one round trip of puts: `Pushes` says
+    which); each answered in order."""
     parts = [wanted(req) for req in reqs]
     items: list[tuple[str, a.JobSpec]] = []
     spans: list[tuple[int, int]] = []
@@ -279,8 +279,35 @@ def read_command(s: Session) -> b.Request | Invalid | None:
     return cmd
 
 
+#: jobs of pipelined pushes gathered into one round trip at most: more gains no round trip
+#: worth having (a PUSHB of 50 goes alone) and keeps the client's next pushes waiting
+GATHER_JOBS = 64
+
+
 def is_push(cmd: object) -> bool:
     return isinstance(cmd, b.Request) and cmd.cmd in ("PUSH", "PUSHB")
+
+
+def jobs_of(cmd: b.Request) -> int:
+    jobs = cmd.args.get("jobs") if cmd.cmd == "PUSHB" else None
+    return len(jobs) if isinstance(jobs, list) else 1
+
+
+class Pushes:
+    """Whether a pipelined command goes with the pushes gathered so far (a push, and
+    GATHER_JOBS jobs at most with it)."""
+
+    def __init__(self, first: b.Request) -> None:
+        self.jobs = jobs_of(first)
+
+    def __call__(self, cmd: object) -> bool:
+        if not (isinstance(cmd, b.Request) and is_push(cmd)):
+            return False
+        more = jobs_of(cmd)
+        if self.jobs + more > GATHER_JOBS:
+            return False
+        self.jobs += more
+        return True
 
 
 def task_of(front: Frontend, s: Session, cmd: b.Request | Invalid) -> Task:
@@ -291,7 +318,7 @@ def task_of(front: Frontend, s: Session, cmd: b.Request | Invalid) -> Task:
     if front.tokens and s.id not in front.authed or cmd.cmd not in QUICK:
         return run(front, s, cmd)
     if is_push(cmd):
-        return do_pushes(front, s, gather(s, cmd, is_push, read_command))
+        return do_pushes(front, s, gather(s, cmd, Pushes(cmd), read_command))
     if cmd.args.get("timeout") or not isinstance(cmd.args.get("queue"), str):
         return run(front, s, cmd)
     queue = cmd.args["queue"]
