@@ -152,3 +152,41 @@ def take(
     for j in got:
         front.emit("pulled", j)
     return pulled
+
+
+def in_tube(j: BqJob | None) -> bool:
+    return j is not None and j.state == WAITING and j.job != 0
+
+
+def settle(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
+    """Of these jobs waiting in their tubes, forget those no longer there: a beanstalk
+    worker took and deleted them (the front-end does not see it happen)."""
+    jobs = [j for j in jobs if in_tube(j)]
+    if not jobs:
+        return
+    replies = yield Send(tuple(line("stats-job", j.job) for j in jobs))
+    for j, reply in zip(jobs, replies, strict=True):
+        if reply.name == b"NOT_FOUND" and front.registry.get(j.id) is j and in_tube(j):
+            front.forget(j)
+
+
+def settle_queue(front: Frontend, s: Session, queue: str) -> Result:
+    """`settle` the queue's waiting jobs if its tube holds fewer jobs than bunqueue's
+    waiting ones and its pulled ones not deleted yet (beanstalk puts in the tube can hide
+    such a difference: those deletes are then seen by GetJob and GetState only)."""
+    reg = front.registry
+    waiting = [j for j in reg.of_queue(queue) if in_tube(j)]
+    if not waiting:
+        return
+    pulled = sum(
+        1
+        for jobs in front.undeleted.values()
+        for job in jobs
+        if (j := reg.get(reg.by_job.get(job))) is not None and j.queue == queue
+    )
+    replies = yield Send((line("stats-tube", tube_of(queue)),))
+    stats = yaml_map(replies[0].body)
+    kinds = ("ready", "reserved", "delayed", "buried")
+    held = sum(int(stats.get(f"current-jobs-{kind}", 0)) for kind in kinds)
+    if held < len(waiting) + pulled:
+        yield from settle(front, s, waiting)
