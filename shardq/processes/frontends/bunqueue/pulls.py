@@ -16,9 +16,15 @@ from shardq.processes.frontends.beanstalk import (
     watch_lines,
     yaml_map,
 )
-from shardq.processes.frontends.bunqueue.registry import BqJob
+from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
 from shardq.processes.frontends.bunqueue.render import job_record
-from shardq.processes.frontends.bunqueue.tubes import PRI_BASE, Lease, deletes_ahead, take
+from shardq.processes.frontends.bunqueue.tubes import (
+    PRI_BASE,
+    Lease,
+    deletes_ahead,
+    now_ms,
+    take,
+)
 from shardq.processes.frontends.session import Send, Session, Sleep, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
@@ -93,6 +99,38 @@ def reserve_more(s: Session, n: int) -> Result:
     return got
 
 
+def past_ttl(j: BqJob, now: float) -> bool:
+    """A waiting job past its `ttl` (counted from its creation)."""
+    return j.opts.ttl is not None and j.state == WAITING and now >= j.created + j.opts.ttl
+
+
+def expired(front: Frontend, reply: Reply, now: float) -> BqJob | None:
+    """The reserved job, if it is a bunqueue job past its `ttl`."""
+    j = front.registry.get(front.registry.by_job.get(reply.number()))
+    return j if j is not None and past_ttl(j, now) else None
+
+
+def unexpired(front: Frontend, s: Session, reserved: list[Reply]) -> Result:
+    """The reserved jobs but those past their `ttl`, which are dropped (as bunqueue drops
+    them when a pull meets them), their places filled from the tube."""
+    out: list[Reply] = []
+    while reserved:
+        now = now_ms()
+        gone: list[int] = []
+        for reply in reserved:
+            j = expired(front, reply, now)
+            if j is None:
+                out.append(reply)
+                continue
+            front.forget(j)
+            gone.append(reply.number())
+        if not gone:
+            break
+        yield Send(tuple(line("delete", job) for job in gone))
+        reserved = yield from reserve_more(s, len(gone))
+    return out
+
+
 def priorities(front: Frontend, reserved: list[Reply]) -> Result:
     """bunqueue's priority of each reserved job (a job put through beanstalk: asked)."""
     out: list[int | None] = []
@@ -117,6 +155,7 @@ def lifo_first(front: Frontend, s: Session, queue: str, reserved: list[Reply]) -
     order: at each priority its lifo jobs newest first (reserved by id: `reserve-job`),
     then the others; the jobs that leaves over are released (back in their place)."""
     prios = yield from priorities(front, reserved)
+    now = now_ms()
     groups: dict[int, list[int]] = {}
     mine: dict[int, Reply] = {}
     pri_of: dict[int, int] = {}
@@ -126,7 +165,8 @@ def lifo_first(front: Frontend, s: Session, queue: str, reserved: list[Reply]) -
         mine[job], pri_of[job] = reply, prio
     wanted: dict[int, list[int]] = {}  # priority -> its jobs to serve, best first
     for prio, group in groups.items():
-        newest = [j.job for j in front.registry.newest_lifo(queue, prio, len(group))]
+        lifo = front.registry.newest_lifo(queue, prio, len(group))
+        newest = [j.job for j in lifo if not past_ttl(j, now)]  # (dropped when reserved)
         rest = [job for job in group if not is_lifo(front, mine[job])]
         wanted[prio] = (newest + rest)[: len(group)]
         pri_of.update((job, prio) for job in newest)
@@ -168,6 +208,7 @@ def pull(front: Frontend, s: Session, p: Pull, holder: int = 0, wait: bool = Tru
             if first.name != b"RESERVED":
                 raise refused(first)
             reserved = [first, *(yield from reserve_more(s, p.count - 1))]
+            reserved = yield from unexpired(front, s, reserved)
             if p.queue in front.registry.lifo:
                 reserved = yield from lifo_first(front, s, p.queue, reserved)
             taken = yield from take(front, s, reserved, [p.lease] * len(reserved), holder)
@@ -195,6 +236,7 @@ def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
         yield Send((*deletes, *watch_lines(s, (a.tube_of(pulls[0].queue),))))
         front.registry.deleted(done)
         reserved = yield from reserve_more(s, sum(p.count for p in pulls))
+        reserved = yield from unexpired(front, s, reserved)
         if pulls[0].queue in front.registry.lifo:
             reserved = yield from lifo_first(front, s, pulls[0].queue, reserved)
         leases = [p.lease for p in pulls for _ in range(p.count)][: len(reserved)]
