@@ -66,3 +66,16 @@ def test_a_parked_pull_of_a_client_that_went_takes_no_job(bunqueue_server) -> No
     assert c.call("PULL", queue="pg", timeout=5000)["job"]["id"] == pushed
     assert c.call("GetJobCounts", queue="pg")["counts"]["active"] == 1
     c.close()
+
+
+def test_a_pull_whose_waiter_is_refused_is_answered_at_its_timeout(bunqueue_server) -> None:
+    """With the server's connections at their limit the waiter's own is refused: the pull
+    is answered as one that found nothing, at its timeout, and the connection goes on."""
+    port = bunqueue_server(1, ("--max-connections", "1", "--serving", "1")).bunqueue
+    c = Raw(port)
+    started = time.monotonic()
+    assert c.call("PULL", queue="mc", timeout=1500) == {"ok": True, "job": None}
+    assert time.monotonic() - started >= 1.5
+    pushed = c.call("PUSH", queue="mc", data={"z": 1})["id"]
+    assert c.call("PULL", queue="mc", timeout=5000)["job"]["id"] == pushed
+    c.close()

@@ -17,6 +17,7 @@ from typing import Any
 from shardq.processes.common.door import Gate
 from shardq.processes.common.settings import BunqueueSettings
 from shardq.processes.frontends.bunqueue import commands, saving, waiting
+from shardq.processes.frontends.bunqueue.pulls import Pull
 from shardq.processes.frontends.bunqueue.registry import BqJob, Registry
 from shardq.processes.frontends.bunqueue.tubes import flush_deletes, now_ms
 from shardq.processes.frontends.registered import RegisteredLoop, serve
@@ -47,6 +48,10 @@ class Frontend(RegisteredLoop):
         self.pullers: set[Session] = set()  # sessions in a long PULL (woken by a Resume)
         #: client session id -> the waiters of its parked pulls (waiting.py)
         self.parked: dict[int, set[Session]] = {}
+        #: a waiter's session id -> its client and the pull it answers
+        self.waiting_for: dict[int, tuple[Session, Pull]] = {}
+        #: (monotonic s, waiter id, client, answer): pulls whose waiter was lost
+        self.late: list[tuple[float, int, Session, bytes]] = []
         #: session id -> the beanstalk jobs it pulled, still reserved on its connection:
         #: deleted with its next lines, or by `housekeeping` once it is idle
         self.undeleted: dict[int, list[int]] = {}
@@ -107,6 +112,7 @@ class Frontend(RegisteredLoop):
             self.flush(s)
 
     def closed(self, s: Session) -> None:
+        waiting.lost(self, s)
         self.authed.discard(s.id)
         self.subscribers.pop(s.id, None)
         self.pullers.discard(s)
@@ -121,6 +127,7 @@ class Frontend(RegisteredLoop):
 
     def housekeeping(self) -> None:
         super().housekeeping()
+        waiting.deliver_late(self)
         for s in self.idle_undeleted():
             self.start(s, flush_deletes(self, s))
 
@@ -134,7 +141,10 @@ class Frontend(RegisteredLoop):
         return out
 
     def next_due(self) -> float | None:
-        return 0.0 if self.idle_undeleted() else super().next_due()
+        if self.idle_undeleted():
+            return 0.0
+        due = [d for d in (super().next_due(), waiting.late_due(self)) if d is not None]
+        return min(due) if due else None
 
     def replay(self, records: list[Record]) -> None:
         saving.replay(self.registry, records)

@@ -9,16 +9,19 @@ meanwhile. What the waiter pulls is held by the client (its session id: a discon
 gives it back); the waiter deletes it from its tube before it answers, then goes. A
 client with `MAX_IN_FLIGHT` pulls parked runs no more commands until one is answered
 (bunqueue's bound); when the client goes, its waiters go with it (what they had reserved
-goes back to its tube).
+goes back to its tube). A waiter whose connection goes (or is refused: the server's
+``limits.max_connections`` counts it) answers its pull empty at its timeout.
 """
 
 from __future__ import annotations
 
+import heapq
+import time
 from typing import TYPE_CHECKING
 
 from shardq.processes.frontends.bunqueue.pulls import Pull, answer, pull, pull_of
 from shardq.processes.frontends.bunqueue.tubes import flush_deletes
-from shardq.processes.frontends.session import Session, Task
+from shardq.processes.frontends.session import CLOSED, Session, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
 
@@ -46,6 +49,7 @@ def park(front: Frontend, s: Session, p: Pull) -> bool:
     if w is None:
         return False
     front.parked.setdefault(s.id, set()).add(w)
+    front.waiting_for[w.id] = (s, p)
     front.start(w, wait_for(front, w, s, p))
     return True
 
@@ -65,6 +69,7 @@ def wait_for(front: Frontend, w: Session, s: Session, p: Pull) -> Task:
         reply = b.error(str(e), p.req.req_id)
     finally:
         unpark(front, w, s)
+    front.waiting_for.pop(w.id, None)
     front.answer(s, reply)
     front.pump(s)  # (it may have stopped at MAX_IN_FLIGHT)
     front.close(w)
@@ -77,6 +82,34 @@ def unpark(front: Frontend, w: Session, s: Session) -> None:
         waiters.discard(w)
         if not waiters:
             del front.parked[s.id]
+
+
+def lost(front: Frontend, w: Session) -> None:
+    """A waiter closed before it answered (its connection to the server went, or the
+    server refused it: `limits.max_connections`): its pull is answered as one that found
+    nothing, at its timeout."""
+    got = front.waiting_for.pop(w.id, None)
+    if got is None:
+        return
+    s, p = got
+    unpark(front, w, s)
+    if s.phase is not CLOSED:  # answered at its timeout (`deliver_late`)
+        heapq.heappush(front.late, (p.deadline, w.id, s, answer(p, [])))
+
+
+def deliver_late(front: Frontend) -> None:
+    """The answers of lost waiters whose pulls' time has come."""
+    now = time.monotonic()
+    while front.late and front.late[0][0] <= now:
+        _, _, s, data = heapq.heappop(front.late)
+        if s.phase is not CLOSED:
+            front.answer(s, data)
+            front.pump(s)
+
+
+def late_due(front: Frontend) -> float | None:
+    """Seconds until the next answer of a lost waiter (None: none)."""
+    return max(0.0, front.late[0][0] - time.monotonic()) if front.late else None
 
 
 def cancel(front: Frontend, s: Session) -> list[int]:
