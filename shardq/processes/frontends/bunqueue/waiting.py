@@ -16,6 +16,7 @@ goes back to its tube). A waiter whose connection goes (or is refused: the serve
 from __future__ import annotations
 
 import heapq
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from .loop import Frontend
 
 MAX_IN_FLIGHT = 50  #: a connection's commands under way at once (bunqueue's)
+
+log = logging.getLogger(__name__)
 
 
 def do_pull(front: Frontend, s: Session, req: b.Request) -> Task:
@@ -67,6 +70,9 @@ def wait_for(front: Frontend, w: Session, s: Session, p: Pull) -> Task:
         reply = answer(p, jobs)
     except a.BadRequest as e:
         reply = b.error(str(e), p.req.req_id)
+    except Exception:  # (as the loop does for a client's command: answered, logged)
+        log.exception("session %d: a waiting pull failed", s.id)
+        reply = b.error("Internal server error", p.req.req_id)
     finally:
         unpark(front, w, s)
     front.waiting_for.pop(w.id, None)
