@@ -98,12 +98,27 @@ def json_ready(value: Any) -> bool:
     return False
 
 
-def data_of(value: Any) -> Any:
+#: compact JSON (one encoder: `json.dumps` with separators makes one a call)
+JSON = json.JSONEncoder(separators=(",", ":"))
+
+
+def json_body(value: Any) -> bytes:
+    """`value` (already `safe`) as compact JSON: a job's body in its tube."""
+    return JSON.encode(value).encode()
+
+
+def data_of(value: Any) -> tuple[Any, bytes]:
+    """The job's data (integers past 32 bits as floats) and its JSON body, checked (once
+    encoded: the size is of that compact JSON, as bunqueue's ``JSON.stringify``)."""
+    if type(value) is str and len(value) <= MAX_DATA // 6 - 2:  # (no check can refuse it)
+        return value, JSON.encode(value).encode()
     if not json_ready(value):
         raise BadRequest("Job data must be JSON serializable")
-    if len(json.dumps(value)) > MAX_DATA:
+    value = safe(value)
+    body = json_body(value)
+    if len(body) > MAX_DATA:
         raise BadRequest("Job data too large (max 10MB)")
-    return safe(value)
+    return value, body
 
 
 def name_and_data(job: dict[str, Any]) -> tuple[str, Any]:
@@ -142,6 +157,9 @@ class JobSpec:
     remove_on_complete: bool = False
     remove_on_fail: bool = False
     timestamp: float | None = None
+    #: the data as its tube's JSON body, until the job is put (not journaled: b"" after a
+    #: restart, made again when needed)
+    body: bytes = b""
 
 
 def backoff_of(value: Any) -> tuple[int, dict[str, Any] | None]:
@@ -160,10 +178,17 @@ def optional(value: Any, name: str, high: float) -> int | None:
     return None if got is None else int(got)
 
 
+#: a job's fields that need no check beyond its name and data (the common push: a job with
+#: no options takes every default without a look at each option)
+PLAIN = frozenset({"name", "data", "queue"})
+
+
 def job_spec(job: dict[str, Any], custom_key: str) -> JobSpec:
     """A PUSH's fields (`custom_key` "jobId"), or one job of a PUSHB ("customId")."""
     name, data = name_and_data(job)
-    data = data_of(data)
+    data, body = data_of(data)
+    if job.keys() <= PLAIN:
+        return JobSpec(name, data, body=body)
     priority = number(job.get("priority"), "priority", -1_000_000, 1_000_000, integer=True)
     delay = optional(job.get("delay"), "delay", YEAR_MS)
     timeout = optional(job.get("timeout"), "timeout", DAY_MS)
@@ -192,6 +217,7 @@ def job_spec(job: dict[str, Any], custom_key: str) -> JobSpec:
         bool(job.get("removeOnComplete")),
         bool(job.get("removeOnFail")),
         float(stamp) if isinstance(stamp, int | float) and not isinstance(stamp, bool) else None,
+        body,
     )
 
 

@@ -162,3 +162,23 @@ def test_bad_frames_touch_no_other_connection(bunqueue_server) -> None:
         assert bad.recv()["ok"] is False
     assert good.call("Count", queue="g") == {"ok": True, "count": 1}
     assert bad.call("Ping")["ok"] is True
+
+
+@pytest.mark.parametrize("shards", SHARDS)
+def test_a_push_deleted_through_beanstalk_is_gone_for_bunqueue(bunqueue_server, shards) -> None:
+    """The front-end does not see a beanstalk worker's delete: GetJob, GetState and the
+    counts look at the tube before they answer."""
+    server = bunqueue_server(shards)
+    c = Raw(server.bunqueue)
+    first = c.call("PUSH", queue="gone", data={"n": 1})["id"]
+    second = c.call("PUSH", queue="gone", data={"n": 2})["id"]
+    kept = c.call("PUSH", queue="gone", data={"n": 3})["id"]
+    with greenstalk.Client(("127.0.0.1", server.port), watch="gone") as bs:
+        for _ in range(2):
+            bs.delete(bs.reserve(timeout=5))
+    assert c.call("GetState", id=first) == {"ok": True, "id": first, "state": "unknown"}
+    assert c.call("GetJobCounts", queue="gone")["counts"]["waiting"] == 1
+    assert c.call("GetJob", id=second) == {"ok": False, "error": "Job not found"}
+    assert c.call("Count", queue="gone")["count"] == 1
+    assert c.call("GetState", id=kept)["state"] == "waiting"
+    assert c.call("PULL", queue="gone")["job"]["id"] == kept

@@ -6,6 +6,7 @@ replaced by what they stand for (`Normal`). msgpackr's `undefined` counts as abs
 from __future__ import annotations
 
 import struct
+import time
 from typing import Any
 
 import msgpack
@@ -206,6 +207,44 @@ def dlq_flow(c: Session) -> None:
     c("GetJob", id=retried)
 
 
+def lifo_flow(c: Session) -> None:
+    """bunqueue's order: priority, then lifo jobs newest first, then the others oldest first
+    (pulled one by one, in a batch, and pipelined)."""
+    for name, opts in [
+        ("fifo1", {}),
+        ("l1", {"lifo": True}),
+        ("l2", {"lifo": True}),
+        ("fifo2", {}),
+        ("l3", {"lifo": True}),
+        ("p5f", {"priority": 5}),
+        ("p5l1", {"priority": 5, "lifo": True}),
+        ("p5l2", {"priority": 5, "lifo": True}),
+    ]:
+        c("PUSH", queue="lf", name=name, data={"n": name}, **opts)
+    c("PUSHB", queue="lf", jobs=[{"name": f"b{i}", "data": {}, "lifo": True} for i in (1, 2)])
+    c("PULLB", queue="lf", count=3)
+    for _ in range(8):
+        c("PULL", queue="lf")
+
+
+def ttl_flow(c: Session) -> None:
+    """A job past its ttl is still counted waiting, and is dropped when a pull meets it."""
+    first = c("PUSH", queue="tl", data={"t": 1}, ttl=1)["id"]
+    c("PUSH", queue="tl", data={"t": 2})
+    c("PUSH", queue="tl", data={"t": 3}, ttl=1)
+    c("PUSH", queue="tl", data={"t": 4}, ttl=60000)
+    c("PUSH", queue="tl", data={"t": 5})
+    time.sleep(0.01)  # (the ttls, 1 ms, are past)
+    c("GetState", id=first)
+    c("GetJobCounts", queue="tl")
+    c("PULLB", queue="tl", count=2)  # t2, t4: t1 and t3 dropped, their places filled
+    c("PULL", queue="tl")
+    c("PULL", queue="tl")
+    c("GetState", id=first)
+    c("GetJobCounts", queue="tl")
+    c("Dlq", queue="tl")
+
+
 def differences(want: Any, got: Any, path: str = "") -> list[str]:
     """Where two replies differ (``job.state: 'waiting' != 'prioritized'``)."""
     if isinstance(want, dict) and isinstance(got, dict):
@@ -221,7 +260,7 @@ def differences(want: Any, got: Any, path: str = "") -> list[str]:
     return [] if want == got else [f"{path[:-1]}: {want!r} != {got!r}"]
 
 
-FLOWS = [core_flow, errors_flow, options_flow, dlq_flow]
+FLOWS = [core_flow, errors_flow, options_flow, dlq_flow, lifo_flow, ttl_flow]
 
 
 def run_flows(port: int) -> dict[str, list[Any]]:

@@ -121,3 +121,24 @@ def test_a_step_from_the_wrong_state_is_refused() -> None:
     j = reg.add("q", spec(delay=1000), 0.0)
     with pytest.raises(BadStep):
         reg.pull(j, 1, None, 0, 0.0)
+
+
+def test_lifo_jobs_in_their_tube_are_listed_newest_first_per_priority() -> None:
+    reg = Registry()
+    jobs = [reg.add("q", spec(lifo=True, priority=p), 1000.0) for p in (0, 0, 5, 0)]
+    fifo = reg.add("q", spec(), 1000.0)
+    for n, j in enumerate([*jobs, fifo], start=1):
+        reg.queued(j, n)
+    a, b, c, d = jobs
+    assert reg.newest_lifo("q", 0, 10) == [d, b, a]
+    assert reg.newest_lifo("q", 0, 2) == [d, b]
+    assert reg.newest_lifo("q", 5, 10) == [c]
+    reg.pull(d, 1, None, 0, 1000.0)  # no longer in its tube: left out, dropped from the top
+    assert reg.newest_lifo("q", 0, 10) == [b, a]
+    reg.release(d)
+    reg.queued(d, 9)  # put again: the newest
+    assert reg.newest_lifo("q", 0, 10) == [d, b, a]
+    for j in (a, b, c, d):
+        reg.pull(j, 1, None, 0, 1000.0)
+    assert reg.newest_lifo("q", 0, 10) == [] and reg.newest_lifo("q", 5, 10) == []
+    assert "q" not in reg.lifo

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shardq.processes.frontends.beanstalk import Result
-from shardq.processes.frontends.bunqueue import admin, pulls, query
+from shardq.processes.frontends.bunqueue import admin, pulls, query, waiting
 from shardq.processes.frontends.bunqueue.registry import ACTIVE, WAITING, BqJob
 from shardq.processes.frontends.bunqueue.tubes import now_ms, put_jobs, requeue, retire
 from shardq.processes.frontends.session import Session, Task, answer_invalid, gather
@@ -27,6 +27,7 @@ def refused(reply: Any) -> str:
     return " ".join(w.decode(errors="replace") for w in reply.words).lower()
 
 
+NO_KEYS = (None, None)  #: a job with neither a custom id nor a uniqueKey: no repeat
 #: what a push gives: the job's id, or why it is refused
 Pushed = str | a.BadRequest
 
@@ -40,75 +41,97 @@ def missing_parent(front: Frontend, spec: a.JobSpec, batch_ids: set[str]) -> str
 
 def push_jobs(front: Frontend, s: Session, items: list[tuple[str, a.JobSpec]]) -> Result:
     """Jobs pushed (queue, spec): what each gives (a repeat: the existing job's id), in
-    order, and the jobs made; their puts in one round trip and their records in one journal
-    write."""
+    order, and the job each made (None: refused, or a repeat); their puts in one round
+    trip and their records in one journal write."""
     reg = front.registry
     now = now_ms()
     batch_ids = {spec.custom_id for _, spec in items if spec.custom_id}
     out: list[Pushed] = []
-    new: list[tuple[int, BqJob]] = []
+    made: list[BqJob | None] = []
     room = front.max_memory - reg.bytes if front.max_memory else None
     for queue, spec in items:
-        problem = missing_parent(front, spec, batch_ids)
+        made.append(None)
+        problem = missing_parent(front, spec, batch_ids) if spec.depends_on else None
         if room is not None:
             room -= len(repr(spec.data))
             problem = problem or ("Queue is full" if room < 0 else None)
         if problem:
             out.append(a.BadRequest(problem))
-        elif (old := reg.duplicate(queue, spec)) is not None:
+        elif (spec.custom_id, spec.unique_key) != NO_KEYS and (old := reg.duplicate(queue, spec)):
             out.append(old.id)
         else:
-            j = reg.add(queue, spec, now)
-            new.append((len(out), j))
+            made[-1] = j = reg.add(queue, spec, now)
             out.append(j.id)
-    ready = [(at, j) for at, j in new if j.state == WAITING]
+    ready = [(at, j) for at, j in enumerate(made) if j is not None and j.state == WAITING]
     answers = yield from put_jobs(front, s, [j for _, j in ready])
     for (at, j), reply in zip(ready, answers, strict=True):
         if reply.name != b"INSERTED":
             reg.drop(j)
-            out[at] = a.BadRequest(refused(reply))
-    made = [j for _, j in new if reg.get(j.id) is j]
-    front.save(*made)
+            out[at], made[at] = a.BadRequest(refused(reply)), None
+    front.save(*(j for j in made if j is not None))
     return out, made
 
 
+#: what a request of a gathered push is: a PUSH's job, a PUSHB's jobs, or why it is refused
+Wanted = a.JobSpec | list[a.JobSpec] | a.BadRequest
+
+
+def wanted(req: b.Request) -> tuple[str, Wanted]:
+    """A PUSH's or PUSHB's queue and job(s), checked (a refusal in place of them)."""
+    try:
+        queue = a.queue(req.args)
+        if req.cmd == "PUSH":
+            return queue, a.job_spec(req.args, "jobId")
+        return queue, a.batch_specs(req.args.get("jobs"))
+    except a.BadRequest as e:
+        return "", e
+
+
+def pushed_reply(
+    front: Frontend, s: Session, req: b.Request, got: list[Pushed], made: list[Any]
+) -> Result:
+    """A PUSH's answer: its id; a PUSHB's: all its ids, or (any refused) its first
+    refusal, its jobs taken back (a batch is all its jobs or none)."""
+    if req.cmd == "PUSH":
+        if isinstance(got[0], a.BadRequest):
+            return b.error(str(got[0]), req.req_id)
+        return b.ok(req.req_id, id=got[0])
+    problem = next((p for p in got if isinstance(p, a.BadRequest)), None)
+    if problem is None:
+        return b.ok(req.req_id, ids=got)
+    jobs = [j for j in made if j is not None]
+    yield from retire(front, s, jobs)
+    for j in jobs:
+        front.forget(j)
+    return b.error(str(problem), req.req_id)
+
+
 def do_pushes(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
-    """Pipelined PUSHes, pushed together; each answered in order."""
+    """Pipelined PUSHes and PUSHBs, pushed together (one round trip of puts: `Pushes` says
+    which); each answered in order."""
+    parts = [wanted(req) for req in reqs]
     items: list[tuple[str, a.JobSpec]] = []
-    where: list[int | a.BadRequest] = []
-    for req in reqs:
-        try:
-            items.append((a.queue(req.args), a.job_spec(req.args, "jobId")))
-            where.append(len(items) - 1)
-        except a.BadRequest as e:
-            where.append(e)
-    pushed, _ = (yield from push_jobs(front, s, items)) if items else ([], [])
+    spans: list[tuple[int, int]] = []
+    for queue, want in parts:
+        first = len(items)
+        if isinstance(want, a.JobSpec):
+            items.append((queue, want))
+        elif isinstance(want, list):
+            items += [(queue, spec) for spec in want]
+        spans.append((first, len(items)))
+    pushed, made = (yield from push_jobs(front, s, items)) if items else ([], [])
     out = []
-    for req, at in zip(reqs, where, strict=True):
-        got = at if isinstance(at, a.BadRequest) else pushed[at]
-        if isinstance(got, a.BadRequest):
-            out.append(b.error(str(got), req.req_id))
-        else:
-            out.append(b.ok(req.req_id, id=got))
+    for req, (_, want), (first, end) in zip(reqs, parts, spans, strict=True):
+        if isinstance(want, a.BadRequest):
+            out.append(b.error(str(want), req.req_id))
+            continue
+        got, jobs = pushed[first:end], made[first:end]
+        out.append((yield from pushed_reply(front, s, req, got, jobs)))
     return b"".join(out)
 
 
 def do_push(front: Frontend, s: Session, req: b.Request) -> Task:
     return (yield from do_pushes(front, s, [req]))
-
-
-def do_pushb(front: Frontend, s: Session, req: b.Request) -> Task:
-    """A batch: all its jobs or (any refused) none."""
-    queue = a.queue(req.args)
-    specs = a.batch_specs(req.args.get("jobs"))
-    pushed, made = yield from push_jobs(front, s, [(queue, spec) for spec in specs])
-    problem = next((p for p in pushed if isinstance(p, a.BadRequest)), None)
-    if problem is not None:
-        yield from retire(front, s, made)
-        for j in made:
-            front.forget(j)
-        raise problem
-    return b.ok(req.req_id, ids=pushed)
 
 
 def acked(front: Frontend, j: BqJob, result: Any, remove: bool) -> list[BqJob]:
@@ -234,9 +257,9 @@ Handler = Callable[["Frontend", Session, b.Request], Task]
 
 HANDLERS: dict[str, Handler] = {
     "PUSH": do_push,
-    "PUSHB": do_pushb,
-    "PULL": pulls.do_pull,
-    "PULLB": pulls.do_pull,
+    "PUSHB": do_push,
+    "PULL": waiting.do_pull,
+    "PULLB": waiting.do_pull,
     "ACK": do_ack,
     "ACKB": do_ackb,
     "FAIL": do_fail,
@@ -247,24 +270,55 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+#: commands gathered with the ones of their kind pipelined after them
+QUICK = frozenset({"PUSH", "PUSHB", "PULL", "PULLB"})
+
+
 def read_command(s: Session) -> b.Request | Invalid | None:
     cmd, s.held = s.held or s.parser.next_command(), None
     return cmd
 
 
+#: jobs of pipelined pushes gathered into one round trip at most: more gains no round trip
+#: worth having (a PUSHB of 50 goes alone) and keeps the client's next pushes waiting
+GATHER_JOBS = 64
+
+
 def is_push(cmd: object) -> bool:
-    return isinstance(cmd, b.Request) and cmd.cmd == "PUSH"
+    return isinstance(cmd, b.Request) and cmd.cmd in ("PUSH", "PUSHB")
+
+
+def jobs_of(cmd: b.Request) -> int:
+    jobs = cmd.args.get("jobs") if cmd.cmd == "PUSHB" else None
+    return len(jobs) if isinstance(jobs, list) else 1
+
+
+class Pushes:
+    """Whether a pipelined command goes with the pushes gathered so far (a push, and
+    GATHER_JOBS jobs at most with it)."""
+
+    def __init__(self, first: b.Request) -> None:
+        self.jobs = jobs_of(first)
+
+    def __call__(self, cmd: object) -> bool:
+        if not (isinstance(cmd, b.Request) and is_push(cmd)):
+            return False
+        more = jobs_of(cmd)
+        if self.jobs + more > GATHER_JOBS:
+            return False
+        self.jobs += more
+        return True
 
 
 def task_of(front: Frontend, s: Session, cmd: b.Request | Invalid) -> Task:
-    """The task of a command, and of those pipelined after it that go with it (PUSHes;
-    pulls that do not wait, of one queue)."""
+    """The task of a command, and of those pipelined after it that go with it (PUSHes and
+    PUSHBs; pulls that do not wait, of one queue)."""
     if isinstance(cmd, Invalid):
         return answer_invalid(front, s, cmd)
-    if front.tokens and s.id not in front.authed or cmd.cmd not in ("PUSH", "PULL", "PULLB"):
+    if front.tokens and s.id not in front.authed or cmd.cmd not in QUICK:
         return run(front, s, cmd)
-    if cmd.cmd == "PUSH":
-        return do_pushes(front, s, gather(s, cmd, is_push, read_command))
+    if is_push(cmd):
+        return do_pushes(front, s, gather(s, cmd, Pushes(cmd), read_command))
     if cmd.args.get("timeout") or not isinstance(cmd.args.get("queue"), str):
         return run(front, s, cmd)
     queue = cmd.args["queue"]

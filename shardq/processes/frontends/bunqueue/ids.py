@@ -13,17 +13,19 @@ class Ids:
     def __init__(self) -> None:
         self.last_ms = 0
         self.seq = 0
+        self.prefix = ""  # the id's first two groups: last_ms's
 
     def uuid7(self, now_ms: int) -> str:
         if now_ms <= self.last_ms:
             now_ms, self.seq = self.last_ms, self.seq + 1
         else:
             self.seq = random.getrandbits(8)
-        self.last_ms = now_ms
-        rand = random.getrandbits(62)
-        value = (now_ms << 80) | (0x7 << 76) | ((self.seq & 0xFFF) << 64) | (0b10 << 62) | rand
-        h = f"{value:032x}"
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            self.last_ms = now_ms
+            self.prefix = "%08x-%04x-" % (now_ms >> 16 & 0xFFFFFFFF, now_ms & 0xFFFF)  # noqa: UP031
+        rand = random.getrandbits(62)  # version 7, variant 0b10, then 62 random bits
+        seq, variant, tail = 0x7000 | self.seq & 0xFFF, 0x8000 | rand >> 48, rand & 0xFFFFFFFFFFFF
+        # (%-formatting: a third of an f-string's time with these format specs)
+        return "%s%04x-%04x-%012x" % (self.prefix, seq, variant, tail)  # noqa: UP031
 
     def token(self) -> str:
         """A lock token."""

@@ -2,9 +2,9 @@
 
 The loop is the front-ends' own (`frontends/loop.py`); this module adds what is bunqueue's:
 the registry of its jobs (registry.py) and its journal under ``-b DIR``, the sessions
-waiting for a job (WaitJob), the subscribers of job events, what each connection has
-pulled (given back when it goes), and the janitor that puts delayed jobs in their tube at
-their time and ends expired locks.
+waiting for a job (WaitJob), the pulls parked on connections of their own (waiting.py),
+the subscribers of job events, what each connection has pulled (given back when it goes),
+and the janitor that puts delayed jobs in their tube at their time and ends expired locks.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 
 from shardq.processes.common.door import Gate
 from shardq.processes.common.settings import BunqueueSettings
-from shardq.processes.frontends.bunqueue import commands, saving
+from shardq.processes.frontends.bunqueue import commands, saving, waiting
+from shardq.processes.frontends.bunqueue.pulls import Pull
 from shardq.processes.frontends.bunqueue.registry import BqJob, Registry
 from shardq.processes.frontends.bunqueue.tubes import flush_deletes, now_ms
 from shardq.processes.frontends.registered import RegisteredLoop, serve
@@ -45,6 +46,12 @@ class Frontend(RegisteredLoop):
         self.workers: dict[str, dict[str, Any]] = {}  # RegisterWorker
         self.retired: set[int] = set()  # beanstalk ids being deleted (not to be pulled)
         self.pullers: set[Session] = set()  # sessions in a long PULL (woken by a Resume)
+        #: client session id -> the waiters of its parked pulls (waiting.py)
+        self.parked: dict[int, set[Session]] = {}
+        #: a waiter's session id -> its client and the pull it answers
+        self.waiting_for: dict[int, tuple[Session, Pull]] = {}
+        #: (monotonic s, waiter id, client, answer): pulls whose waiter was lost
+        self.late: list[tuple[float, int, Session, bytes]] = []
         #: session id -> the beanstalk jobs it pulled, still reserved on its connection:
         #: deleted with its next lines, or by `housekeeping` once it is idle
         self.undeleted: dict[int, list[int]] = {}
@@ -60,6 +67,8 @@ class Frontend(RegisteredLoop):
         return b.error("Internal server error")
 
     def next_task(self, s: Session) -> Task | None:
+        if waiting.full(self, s):
+            return None  # until one of its parked pulls is answered
         cmd = commands.read_command(s)
         if cmd is None:
             return None
@@ -103,6 +112,7 @@ class Frontend(RegisteredLoop):
             self.flush(s)
 
     def closed(self, s: Session) -> None:
+        waiting.lost(self, s)
         self.authed.discard(s.id)
         self.subscribers.pop(s.id, None)
         self.pullers.discard(s)
@@ -110,12 +120,14 @@ class Frontend(RegisteredLoop):
             self.janitor = None
             self.registry.ready += self.janitor_work  # its connection went midway
             self.janitor_work = []
-        given = self.registry.given_back(s.id, self.undeleted.pop(s.id, []))
+        reserved = self.undeleted.pop(s.id, []) + waiting.cancel(self, s)
+        given = self.registry.given_back(s.id, reserved)
         if given:  # the janitor puts them back (and a waiting PULL gets them)
             self.save(*given)
 
     def housekeeping(self) -> None:
         super().housekeeping()
+        waiting.deliver_late(self)
         for s in self.idle_undeleted():
             self.start(s, flush_deletes(self, s))
 
@@ -129,7 +141,10 @@ class Frontend(RegisteredLoop):
         return out
 
     def next_due(self) -> float | None:
-        return 0.0 if self.idle_undeleted() else super().next_due()
+        if self.idle_undeleted():
+            return 0.0
+        due = [d for d in (super().next_due(), waiting.late_due(self)) if d is not None]
+        return min(due) if due else None
 
     def replay(self, records: list[Record]) -> None:
         saving.replay(self.registry, records)

@@ -1,6 +1,7 @@
-"""PULL and PULLB: a long poll (up to 60 s, woken by a push, a Resume, a job given back),
-and pipelined pulls that do not wait (``timeout`` 0, one queue) served together: one
-round trip of reserves for all of them, one of deletes."""
+"""PULL and PULLB: a long poll (up to 60 s, woken by a push, a Resume, a job given back;
+waiting.py lets it wait on a connection of its own), and pipelined pulls that do not wait
+(``timeout`` 0, one queue) served together: one round trip of reserves for all of them,
+one of deletes; jobs in bunqueue's order where a queue has lifo jobs (`lifo_first`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,22 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from shardq.processes.frontends.beanstalk import Result, line, reserve_within, watch_lines
-from shardq.processes.frontends.bunqueue.registry import BqJob
+from shardq.processes.frontends.beanstalk import (
+    Result,
+    line,
+    reserve_within,
+    watch_lines,
+    yaml_map,
+)
+from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
 from shardq.processes.frontends.bunqueue.render import job_record
-from shardq.processes.frontends.bunqueue.tubes import Lease, deletes_ahead, take
+from shardq.processes.frontends.bunqueue.tubes import (
+    PRI_BASE,
+    Lease,
+    deletes_ahead,
+    now_ms,
+    take,
+)
 from shardq.processes.frontends.session import Send, Session, Sleep, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
@@ -35,6 +48,7 @@ class Pull:
     owner: Any
     lock_ttl: int
     batch: bool
+    deadline: float  # monotonic s: when a waiting pull ends
 
     @property
     def lease(self) -> Lease:
@@ -43,14 +57,16 @@ class Pull:
 
 def pull_of(req: b.Request) -> Pull:
     batch = req.cmd == "PULLB"
+    wait = a.wait_ms(req.args)
     return Pull(
         req,
         a.queue(req.args),
         a.pull_count(req.args) if batch else 1,
-        a.wait_ms(req.args),
+        wait,
         req.get("owner"),
         int(a.number(req.get("lockTtl"), "lockTtl") or a.DEFAULT_LOCK_TTL),
         batch,
+        time.monotonic() + wait / 1000,
     )
 
 
@@ -83,9 +99,96 @@ def reserve_more(s: Session, n: int) -> Result:
     return got
 
 
-def pull(front: Frontend, s: Session, p: Pull) -> Result:
-    """Up to `p.count` jobs of the queue, waiting up to its timeout for the first."""
-    deadline = time.monotonic() + p.wait_ms / 1000
+def past_ttl(j: BqJob, now: float) -> bool:
+    """A waiting job past its `ttl` (counted from its creation)."""
+    return j.opts.ttl is not None and j.state == WAITING and now >= j.created + j.opts.ttl
+
+
+def expired(front: Frontend, reply: Reply, now: float) -> BqJob | None:
+    """The reserved job, if it is a bunqueue job past its `ttl`."""
+    j = front.registry.get(front.registry.by_job.get(reply.number()))
+    return j if j is not None and past_ttl(j, now) else None
+
+
+def unexpired(front: Frontend, s: Session, reserved: list[Reply]) -> Result:
+    """The reserved jobs but those past their `ttl`, which are dropped (as bunqueue drops
+    them when a pull meets them), their places filled from the tube."""
+    out: list[Reply] = []
+    while reserved:
+        now = now_ms()
+        gone: list[int] = []
+        for reply in reserved:
+            j = expired(front, reply, now)
+            if j is None:
+                out.append(reply)
+                continue
+            front.forget(j)
+            gone.append(reply.number())
+        if not gone:
+            break
+        yield Send(tuple(line("delete", job) for job in gone))
+        reserved = yield from reserve_more(s, len(gone))
+    return out
+
+
+def priorities(front: Frontend, reserved: list[Reply]) -> Result:
+    """bunqueue's priority of each reserved job (a job put through beanstalk: asked)."""
+    out: list[int | None] = []
+    for reply in reserved:
+        j = front.registry.get(front.registry.by_job.get(reply.number()))
+        out.append(None if j is None else j.opts.priority)
+    unknown = [at for at, prio in enumerate(out) if prio is None]
+    if unknown:
+        stats = yield Send(tuple(line("stats-job", reserved[at].number()) for at in unknown))
+        for at, reply in zip(unknown, stats, strict=True):
+            out[at] = PRI_BASE - int(yaml_map(reply.body).get("pri", PRI_BASE))
+    return out
+
+
+def is_lifo(front: Frontend, reply: Reply) -> bool:
+    j = front.registry.get(front.registry.by_job.get(reply.number()))
+    return j is not None and j.opts.lifo
+
+
+def lifo_first(front: Frontend, s: Session, queue: str, reserved: list[Reply]) -> Result:
+    """The reserved jobs (as the tube serves them: priority, then oldest) in bunqueue's
+    order: at each priority its lifo jobs newest first (reserved by id: `reserve-job`),
+    then the others; the jobs that leaves over are released (back in their place)."""
+    prios = yield from priorities(front, reserved)
+    now = now_ms()
+    groups: dict[int, list[int]] = {}
+    mine: dict[int, Reply] = {}
+    pri_of: dict[int, int] = {}
+    for reply, prio in zip(reserved, prios, strict=True):
+        job = reply.number()
+        groups.setdefault(prio, []).append(job)
+        mine[job], pri_of[job] = reply, prio
+    wanted: dict[int, list[int]] = {}  # priority -> its jobs to serve, best first
+    for prio, group in groups.items():
+        lifo = front.registry.newest_lifo(queue, prio, len(group))
+        newest = [j.job for j in lifo if not past_ttl(j, now)]  # (dropped when reserved)
+        rest = [job for job in group if not is_lifo(front, mine[job])]
+        wanted[prio] = (newest + rest)[: len(group)]
+        pri_of.update((job, prio) for job in newest)
+    fetch = [job for jobs in wanted.values() for job in jobs if job not in mine]
+    if fetch:
+        got = yield Send(tuple(line("reserve-job", job) for job in fetch))
+        mine.update((job, r) for job, r in zip(fetch, got, strict=True) if r.name == b"RESERVED")
+    served: list[int] = []
+    for prio, group in groups.items():  # a job another took meanwhile: the next one instead
+        ranked = [*wanted[prio], *(job for job in group if job not in wanted[prio])]
+        served += [job for job in ranked if job in mine][: len(group)]
+    chosen = set(served)
+    left = [job for job in mine if job not in chosen]
+    if left:
+        yield Send(tuple(line("release", job, PRI_BASE - pri_of[job], 0) for job in left))
+    return [mine[job] for job in served]
+
+
+def pull(front: Frontend, s: Session, p: Pull, holder: int = 0, wait: bool = True) -> Result:
+    """Up to `p.count` jobs of the queue, waiting up to its timeout for the first (`wait`
+    False: what is there now); `holder`: the client session they are given to (0: `s`)."""
+    deadline = p.deadline if wait else time.monotonic()
     jobs: list[BqJob] = []
     front.pullers.add(s)
     try:
@@ -105,18 +208,16 @@ def pull(front: Frontend, s: Session, p: Pull) -> Result:
             if first.name != b"RESERVED":
                 raise refused(first)
             reserved = [first, *(yield from reserve_more(s, p.count - 1))]
-            taken = yield from take(front, s, reserved, [p.lease] * len(reserved))
+            reserved = yield from unexpired(front, s, reserved)
+            if p.queue in front.registry.lifo:
+                reserved = yield from lifo_first(front, s, p.queue, reserved)
+            taken = yield from take(front, s, reserved, [p.lease] * len(reserved), holder)
             jobs = [j for j in taken if j is not None]
             if time.monotonic() >= deadline:
                 break
     finally:
         front.pullers.discard(s)
     return jobs
-
-
-def do_pull(front: Frontend, s: Session, req: b.Request) -> Task:
-    p = pull_of(req)
-    return answer(p, (yield from pull(front, s, p)))
 
 
 def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
@@ -135,6 +236,9 @@ def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
         yield Send((*deletes, *watch_lines(s, (a.tube_of(pulls[0].queue),))))
         front.registry.deleted(done)
         reserved = yield from reserve_more(s, sum(p.count for p in pulls))
+        reserved = yield from unexpired(front, s, reserved)
+        if pulls[0].queue in front.registry.lifo:
+            reserved = yield from lifo_first(front, s, pulls[0].queue, reserved)
         leases = [p.lease for p in pulls for _ in range(p.count)][: len(reserved)]
         owners = [p for p in pulls for _ in range(p.count)][: len(reserved)]
         taken = yield from take(front, s, reserved, leases)

@@ -1,6 +1,7 @@
 """bunqueue's read commands over the registry: GetJob, GetJobs, GetJobByCustomId,
 GetState, GetResult, GetProgress, GetJobCounts, GetCountsPerPriority, Count, and WaitJob
-(which waits for a job's completion)."""
+(which waits for a job's completion). GetJob, GetState and the counts first forget the
+jobs a beanstalk worker deleted from their tube (`tubes.settle`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from shardq.processes.frontends.bunqueue.registry import (
     BqJob,
 )
 from shardq.processes.frontends.bunqueue.render import job_record, job_with_state
+from shardq.processes.frontends.bunqueue.tubes import settle, settle_queue
 from shardq.processes.frontends.session import Session, Sleep, Task
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
@@ -36,8 +38,8 @@ def found(front: Frontend, ident: Any) -> BqJob:
 
 
 def do_get_job(front: Frontend, s: Session, req: b.Request) -> Task:
+    yield from settle(front, s, [found(front, req.get("id"))])
     return b.ok(req.req_id, job=job_with_state(found(front, req.get("id"))))
-    yield
 
 
 def do_get_by_custom_id(front: Frontend, s: Session, req: b.Request) -> Task:
@@ -48,8 +50,10 @@ def do_get_by_custom_id(front: Frontend, s: Session, req: b.Request) -> Task:
 
 def do_get_state(front: Frontend, s: Session, req: b.Request) -> Task:
     j = front.registry.get(req.get("id"))
+    if j is not None:
+        yield from settle(front, s, [j])
+        j = front.registry.get(req.get("id"))
     return b.ok(req.req_id, id=req.get("id"), state=j.visible_state if j else "unknown")
-    yield
 
 
 def do_get_result(front: Frontend, s: Session, req: b.Request) -> Task:
@@ -78,14 +82,16 @@ def counts(front: Frontend, queue: str) -> dict[str, int]:
 
 
 def do_get_job_counts(front: Frontend, s: Session, req: b.Request) -> Task:
-    return b.ok(req.req_id, counts=counts(front, a.queue(req.args)))
-    yield
+    queue = a.queue(req.args)
+    yield from settle_queue(front, s, queue)
+    return b.ok(req.req_id, counts=counts(front, queue))
 
 
 def do_count(front: Frontend, s: Session, req: b.Request) -> Task:
-    got = counts(front, a.queue(req.args))
+    queue = a.queue(req.args)
+    yield from settle_queue(front, s, queue)
+    got = counts(front, queue)
     return b.ok(req.req_id, count=got["waiting"] + got["prioritized"] + got["delayed"])
-    yield
 
 
 def do_counts_per_priority(front: Frontend, s: Session, req: b.Request) -> Task:

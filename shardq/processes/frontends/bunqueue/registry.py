@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardq.processes.frontends.bunqueue.ids import Ids
+from shardq.processes.frontends.bunqueue.lifo import Lifo
 from shardq.protocol.bunqueue_args import JobSpec
 
 WAITING, DELAYED, ACTIVE = "waiting", "delayed", "active"
@@ -114,6 +115,7 @@ class Registry:
         self.held: dict[int, set[str]] = {}  # session id -> the jobs it pulled
         self.timers: list[tuple[float, int, str]] = []  # (when, kind, id); stale skipped
         self.paused: set[str] = set()
+        self.lifo = Lifo()  # the lifo jobs in their tubes, newest last
         self.bytes = 0
         #: jobs ready with no tube entry (released, retried, revived): the janitor puts them
         self.ready: list[BqJob] = []
@@ -146,20 +148,27 @@ class Registry:
         j.heartbeat = created
         self.index(j)
         self.totals["pushed"] += 1
-        parents = [self.jobs[p] for p in spec.depends_on if p in self.jobs]
-        for parent in parents:
-            if parent.state != COMPLETED:
-                parent.children.append(j.id)
-                j.waiting_for += 1
+        if spec.depends_on:
+            self.wait_for_parents(j, spec.depends_on)
         if j.waiting_for:
             j.state = CHILDREN
         elif j.run_at > now:
             self.delay(j)
         return j
 
+    def wait_for_parents(self, j: BqJob, parents: list[str]) -> None:
+        for ident in parents:
+            parent = self.jobs.get(ident)
+            if parent is not None and parent.state != COMPLETED:
+                parent.children.append(j.id)
+                j.waiting_for += 1
+
     def index(self, j: BqJob) -> None:
         self.jobs[j.id] = j
-        self.queues.setdefault(j.queue, set()).add(j.id)
+        ids = self.queues.get(j.queue)
+        if ids is None:
+            ids = self.queues[j.queue] = set()
+        ids.add(j.id)
         if j.opts.custom_id is not None:
             self.by_custom[j.opts.custom_id] = j.id
         if j.opts.unique_key is not None and j.state not in (COMPLETED, FAILED):
@@ -176,6 +185,18 @@ class Registry:
         j.job = job
         if job:
             self.by_job[job] = j.id
+            if j.opts.lifo:
+                self.lifo.put(j.queue, j.opts.priority, j.id)
+
+    def newest_lifo(self, queue: str, priority: int, most: int) -> list[BqJob]:
+        """Up to `most` lifo jobs of `queue` at `priority` waiting in its tube, newest first
+        (bunqueue serves them before the other jobs of that priority)."""
+        idents = self.lifo.newest(queue, priority, most, self.in_tube)
+        return [self.jobs[ident] for ident in idents]
+
+    def in_tube(self, ident: str) -> bool:
+        j = self.jobs.get(ident)
+        return j is not None and j.state == WAITING and j.job != 0
 
     def unqueue(self, j: BqJob) -> int:
         job, j.job = j.job, 0

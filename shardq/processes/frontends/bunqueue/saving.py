@@ -46,8 +46,9 @@ KEPT = [
 ]
 
 
-#: JobSpec's fields (a job's options, copied shallowly: `asdict` deep-copies its data)
-OPTS = [f.name for f in dataclasses.fields(JobSpec)]
+#: JobSpec's fields (a job's options, copied shallowly: `asdict` deep-copies its data), but
+#: its body (its data as JSON: made again when needed)
+OPTS = [f.name for f in dataclasses.fields(JobSpec) if f.name != "body"]
 
 
 def saved(j: BqJob) -> Saved:

@@ -19,7 +19,7 @@ from shardq.processes.frontends.beanstalk import Result, line, put_line, use_lin
 from shardq.processes.frontends.bunqueue.registry import WAITING, BqJob
 from shardq.processes.frontends.registered import known_job, putting
 from shardq.processes.frontends.session import Send, Session, Task
-from shardq.protocol.bunqueue_args import JobSpec, queue_of, tube_of
+from shardq.protocol.bunqueue_args import JobSpec, json_body, queue_of, tube_of
 from shardq.protocol.reader import Reply
 
 if TYPE_CHECKING:
@@ -30,7 +30,9 @@ DEFAULT_TTR_S = 60
 
 
 def body_of(j: BqJob) -> bytes:
-    return json.dumps(j.data, separators=(",", ":")).encode()
+    """The job's data as its tube's JSON body (made at its push: taken once)."""
+    body, j.opts.body = j.opts.body, b""
+    return body or json_body(j.data)
 
 
 def put_of(j: BqJob) -> bytes:
@@ -116,11 +118,13 @@ def flush_deletes(front: Frontend, s: Session) -> Task:
 Lease = tuple[Any, int]
 
 
-def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease]) -> Result:
+def take(
+    front: Frontend, s: Session, replies: list[Reply], leases: list[Lease], holder: int = 0
+) -> Result:
     """The reserved jobs pulled, each with its lease: the jobs, aligned with `replies`
     (None: one not to serve — cancelled meanwhile). Each is journaled active, then deleted
     from its tube (a crash in between gives it back to the tube too: pulled twice at worst,
-    never lost)."""
+    never lost). `holder`: the client session they are given to (0: `s`'s own)."""
     now = now_ms()
     pulled: list[BqJob | None] = []
     jobs: list[int] = []
@@ -139,7 +143,7 @@ def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease])
             j = found
         else:
             continue
-        front.registry.pull(j, s.id, owner or None, lock_ttl, now)
+        front.registry.pull(j, holder or s.id, owner or None, lock_ttl, now)
         pulled[-1] = j
     got = [j for j in pulled if j is not None]
     front.save(*got)
@@ -148,3 +152,41 @@ def take(front: Frontend, s: Session, replies: list[Reply], leases: list[Lease])
     for j in got:
         front.emit("pulled", j)
     return pulled
+
+
+def in_tube(j: BqJob | None) -> bool:
+    return j is not None and j.state == WAITING and j.job != 0
+
+
+def settle(front: Frontend, s: Session, jobs: list[BqJob]) -> Result:
+    """Of these jobs waiting in their tubes, forget those no longer there: a beanstalk
+    worker took and deleted them (the front-end does not see it happen)."""
+    jobs = [j for j in jobs if in_tube(j)]
+    if not jobs:
+        return
+    replies = yield Send(tuple(line("stats-job", j.job) for j in jobs))
+    for j, reply in zip(jobs, replies, strict=True):
+        if reply.name == b"NOT_FOUND" and front.registry.get(j.id) is j and in_tube(j):
+            front.forget(j)
+
+
+def settle_queue(front: Frontend, s: Session, queue: str) -> Result:
+    """`settle` the queue's waiting jobs if its tube holds fewer jobs than bunqueue's
+    waiting ones and its pulled ones not deleted yet (beanstalk puts in the tube can hide
+    such a difference: those deletes are then seen by GetJob and GetState only)."""
+    reg = front.registry
+    waiting = [j for j in reg.of_queue(queue) if in_tube(j)]
+    if not waiting:
+        return
+    pulled = sum(
+        1
+        for jobs in front.undeleted.values()
+        for job in jobs
+        if (j := reg.get(reg.by_job.get(job))) is not None and j.queue == queue
+    )
+    replies = yield Send((line("stats-tube", tube_of(queue)),))
+    stats = yaml_map(replies[0].body)
+    kinds = ("ready", "reserved", "delayed", "buried")
+    held = sum(int(stats.get(f"current-jobs-{kind}", 0)) for kind in kinds)
+    if held < len(waiting) + pulled:
+        yield from settle(front, s, waiting)
