@@ -63,6 +63,8 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     now = time.monotonic_ns()
     max_output = self.max_output
     tube_shards = self.tube_shards
+    take_id = self.ids.take
+    job_shard = self.ids.job_shard
     pos = 0
     try:  # out of memory, the command at `pos` is left to the general path (which
         # answers a put it cannot hold OUT_OF_MEMORY: shedding.py)
@@ -97,7 +99,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     or tube_shards[tube] != home
                 ):
                     break
-                job_id = self.take_id(home)
+                job_id = take_id(home)
                 if job_id is None:
                     break  # a block is being leased: the general path waits for it
                 reply = core.put_local(
@@ -153,7 +155,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 if not digits.isdigit():
                     break
                 job_id = int(digits)
-                if job_id > U64_MAX or self.job_shard(job_id) != home:
+                if job_id > U64_MAX or job_shard(job_id) != home:
                     break
                 stats["cmd-delete"] += 1
                 out += core.delete_local(conn.id, job_id, now)
