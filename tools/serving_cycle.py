@@ -50,7 +50,7 @@ def make_serving(run_dir: str) -> tuple[ServingProcess, socket.socket]:
     config = load_config("", {"shards": 1, "serving": 1})
     settings = serving_settings(config, run_dir, 0, (listener.detach(), -1, -1))
     serving_proc = ServingProcess(settings, ShardCore(0, True))
-    serving_proc.spare[0] = [range(1, 1 << 40)]  # ids at hand: no coordinator to lease from
+    serving_proc.ids.give(0, range(1, 1 << 40))  # ids at hand: no coordinator to lease from
     serving_proc.accepting = True
     return serving_proc, listener
 

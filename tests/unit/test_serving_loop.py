@@ -117,13 +117,13 @@ def test_a_failing_handler_answers_internal_error_and_the_server_goes_on(
 
 def test_the_first_put_waits_for_a_lease_then_gets_id_1(serving_proc: ServingProcess) -> None:
     k = conn(serving_proc, 1)
-    assert serving_proc.take_id(0) is None  # no block yet: one is asked for
+    assert serving_proc.ids.take(0) is None  # no block yet: one is asked for
     (lease,) = sent(serving_proc, COORDINATOR)
     assert lease.op == wire.LEASE and lease.args == wire.Lease(0)
     serving_proc.on_replies([Reply(lease.rid, Answer(0))])  # block 0 leased: ids 1..1024
-    assert serving_proc.take_id(0) == 1
-    assert serving_proc.job_shard(1) == 0  # leased here
-    assert serving_proc.job_shard(1025) == 0  # not leased here: by the rule (block 1 % 1 shard)
+    assert serving_proc.ids.take(0) == 1
+    assert serving_proc.ids.job_shard(1) == 0  # leased here
+    assert serving_proc.ids.job_shard(1025) == 0  # not leased here: by the rule (block 1 % 1 shard)
     serving_proc.dispatch(k, c.Put(pri=0, delay=0, ttr=60, body=b"x"))
     (put,) = sent(serving_proc, 0)
     assert put.op == ops.PUT and ops.PutArgs._make(put.args).job_id == 2  # the next id
@@ -140,11 +140,11 @@ def test_a_put_without_an_id_resumes_when_the_lease_arrives(serving_proc: Servin
 
 
 def test_blocks_are_leased_ahead_up_to_the_spare_bound(serving_proc: ServingProcess) -> None:
-    serving_proc.take_id(0)
+    serving_proc.ids.take(0)
     (first,) = sent(serving_proc, COORDINATOR)
     serving_proc.on_replies([Reply(first.rid, Answer(0))])
     for _ in range(600):  # past half of block 0: the next blocks are asked for
-        serving_proc.take_id(0)
+        serving_proc.ids.take(0)
     asked = sent(serving_proc, COORDINATOR)
     assert 1 <= len(asked) <= 4 and all(r.op == wire.LEASE for r in asked)
 
@@ -218,7 +218,7 @@ def test_eof_with_an_unsettled_offer_declines_it(two_shards: ServingProcess) -> 
 
 def test_an_offer_nobody_tracks_is_declined(two_shards: ServingProcess) -> None:
     a = two_shards
-    a.blocks[1] = 1  # ids 1025..2048 live on shard 1
+    a.ids.load([(1, 1)])  # ids 1025..2048 live on shard 1
     a.on_replies([offer(999, 1030, 5, 20, 42)])
     assert [(r.op, r.conn, job_of(r)) for r in sent(a, 1)] == [(ops.DECLINE, 42, 1030)]
 

@@ -33,7 +33,7 @@ def serving_proc(tmp_path: Path) -> Iterator[ServingProcess]:
     config = load_config("", {"shards": 1, "serving": 1})
     settings = serving_settings(config, str(tmp_path), 0, (listener.detach(), -1, -1))
     a = ServingProcess(settings, ShardCore(0, True))
-    a.spare[0] = [range(1, 1 << 40)]  # ids at hand: there is no coordinator to lease from
+    a.ids.give(0, range(1, 1 << 40))  # ids at hand: there is no coordinator to lease from
     yield a
     for s in a.socks.values():
         s.close(0)

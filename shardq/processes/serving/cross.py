@@ -203,7 +203,7 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
     shards, those shards hold the jobs' tubes closed to reserves until all of them have
     made the jobs ready (their answers to DISCONNECT with hold), then UNHOLD opens them:
     nobody can take one of the jobs and then see another still reserved."""
-    holding = {self.job_shard(job_id) for job_id in conn.reserved}
+    holding = {self.ids.job_shard(job_id) for job_id in conn.reserved}
     if len(holding) < 2:
         holding = set()
     for shard in conn.shards - holding:

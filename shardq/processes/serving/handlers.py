@@ -39,11 +39,11 @@ def joins_pipe(self: ServingProcess, conn: Conn, cmd: c.Command) -> bool:
         return (
             cmd.error is None
             and not self.draining
-            and self.next_id.get(shard, 0) < self.end_id.get(shard, 0)
+            and self.ids.has_id(shard)
             and (shard == conn.pipe_target)
         )
     if isinstance(cmd, BY_ID):
-        return self.job_shard(cmd.id) == conn.pipe_target
+        return self.ids.job_shard(cmd.id) == conn.pipe_target
     if isinstance(cmd, BY_USED_TUBE):
         return self.shard_of(conn.use) == conn.pipe_target
     if isinstance(cmd, (c.StatsTube, c.PauseTube)):
@@ -81,7 +81,7 @@ def by_id(
     done: Done | None = None,
 ) -> None:
     """A command for a job: to the shard its id routes to (`args`: the op's, with it)."""
-    self.forward(conn, self.job_shard(job_id), op, args, done)
+    self.forward(conn, self.ids.job_shard(job_id), op, args, done)
 
 
 def do_put(self: ServingProcess, conn: Conn, cmd: c.Put) -> None:
@@ -90,7 +90,7 @@ def do_put(self: ServingProcess, conn: Conn, cmd: c.Put) -> None:
         return
     conn.producer = True
     shard = self.shard_of(conn.use)
-    job_id = self.take_id(shard)
+    job_id = self.ids.take(shard)
     if job_id is not None:
         self.put_with_id(conn, cmd, shard, job_id)
         return
@@ -100,7 +100,7 @@ def do_put(self: ServingProcess, conn: Conn, cmd: c.Put) -> None:
         conn.step("resume")
         self.put_with_id(conn, cmd, shard, job_id)
 
-    self.alloc_id(shard, with_id)
+    self.ids.alloc(shard, with_id)
 
 
 def put_with_id(self: ServingProcess, conn: Conn, cmd: c.Put, shard: int, job_id: int) -> None:
@@ -130,7 +130,7 @@ def forget(self: ServingProcess, job_id: int) -> Done:
 
 
 def do_reserve_job(self: ServingProcess, conn: Conn, cmd: c.ReserveJob) -> None:
-    shard = self.job_shard(cmd.id)
+    shard = self.ids.job_shard(cmd.id)
     if shard is not None:
         conn.shards.add(shard)
     self.by_id(conn, ops.RESERVE_JOB, cmd.id, JobArg(cmd.id), self.on_reserved_job)

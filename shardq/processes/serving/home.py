@@ -63,6 +63,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     now = time.monotonic_ns()
     max_output = self.max_output
     tube_shards = self.tube_shards
+    ids = self.ids  # IdLeases: its methods called through it (no bound method made per read)
     pos = 0
     try:  # out of memory, the command at `pos` is left to the general path (which
         # answers a put it cannot hold OUT_OF_MEMORY: shedding.py)
@@ -97,7 +98,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     or tube_shards[tube] != home
                 ):
                     break
-                job_id = self.take_id(home)
+                job_id = ids.take(home)
                 if job_id is None:
                     break  # a block is being leased: the general path waits for it
                 reply = core.put_local(
@@ -153,7 +154,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 if not digits.isdigit():
                     break
                 job_id = int(digits)
-                if job_id > U64_MAX or self.job_shard(job_id) != home:
+                if job_id > U64_MAX or ids.job_shard(job_id) != home:
                     break
                 stats["cmd-delete"] += 1
                 out += core.delete_local(conn.id, job_id, now)

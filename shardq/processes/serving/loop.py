@@ -103,12 +103,8 @@ class ServingProcess(ServingState):
     internal_error = clients.internal_error
     out_of_memory = clients.out_of_memory
     shard_of = ids.shard_of
-    take_id = ids.take_id
-    alloc_id = ids.alloc_id
-    lease = ids.lease
-    on_lease = ids.on_lease
+    ask_lease = ids.ask_lease
     leased = ids.leased
-    job_shard = ids.job_shard
     joins_pipe = handlers.joins_pipe
     forward = handlers.forward
     reply_first = handlers.reply_first

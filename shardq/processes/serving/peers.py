@@ -143,16 +143,14 @@ def on_monitor(self: ServingProcess, target: int, event: int) -> None:
 
 def on_blocks(self: ServingProcess, table: list[list[int]]) -> None:
     """The id blocks leased before this serving process started (a restart, or a log replayed)."""
-    for block, shard in table:
-        self.blocks[block] = shard
-    self.blocks_loaded = True
+    self.ids.load(table)
     self.maybe_ready()
 
 
 def maybe_ready(self: ServingProcess) -> None:
     """Once every process is reachable and every id routable, start taking connections
     (until then clients wait in the listen backlog) and tell the supervisor."""
-    if self.accepting or not self.blocks_loaded or len(self.seen_up) < len(self.socks):
+    if self.accepting or not self.ids.loaded or len(self.seen_up) < len(self.socks):
         return
     self.accepting = True
     self.sel.register(self.listener, selectors.EVENT_READ, None)
@@ -194,7 +192,7 @@ def resync(self: ServingProcess, target: int) -> None:
         now = time.monotonic_ns()
         for conn in self.conns.values():
             for job_id, deadline in conn.reserved.items():
-                if deadline >= now and self.job_shard(job_id) == target:
+                if deadline >= now and self.ids.job_shard(job_id) == target:
                     reassert = ops.ReassertArgs(job_id, deadline)
                     refs.append(Request(ops.REASSERT, 0, conn.id, reassert))
         # a restarted shard may hand out jobs now
@@ -256,7 +254,7 @@ def decline_stray(self: ServingProcess, offer: Offer) -> None:
     """An offer for a reserve this serving process no longer tracks: give the job back. Offers
     and cancels are ordered, so this should not happen; if it does, a job must not stay
     offered to a connection that is not waiting for it."""
-    shard = self.job_shard(offer.job_id)
+    shard = self.ids.job_shard(offer.job_id)
     if offer.kind == OFFER and shard is not None:
         decline = Request(ops.DECLINE, 0, offer.conn, JobArg(offer.job_id))
         self.outq.setdefault(shard, []).append(decline)

@@ -1,6 +1,7 @@
 """What a serving process holds, built from its settings: its sockets (the listener, the
 ZeroMQ dealers to the shards and the coordinator with their monitors, the hosted shard's
-ROUTER), its connections, the requests in flight, its id blocks, its limits and counters.
+ROUTER), its connections, the requests in flight, its id blocks (`ids`, an IdLeases), its
+limits and counters.
 
 `ServingState` is the state part of `ServingProcess` (loop.py), which adds the rooms'
 methods and the loop; the state is plain instance attributes, so reading it costs the
@@ -9,11 +10,11 @@ same wherever it was set up.
 
 from __future__ import annotations
 
+import functools
 import resource
 import selectors
 import socket
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import zmq
@@ -27,6 +28,7 @@ from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context
 from shardq.processes.serving import clients, handoff, tls
 from shardq.processes.serving.conn import COORDINATOR, Conn, CrossReserve, Done
+from shardq.processes.serving.ids import IdLeases
 from shardq.processes.serving.peers import peer_dealer
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
@@ -45,6 +47,12 @@ class ServingState:
         def connection_fields(self) -> dict[str, Any]: ...
 
         def open_handoff(self, run_dir: str) -> None: ...
+
+        def ask_lease(self, shard: int) -> None: ...
+
+        def internal_error(
+            self, conn: Conn | None, what: str, error: Exception | None = None
+        ) -> None: ...
 
     def __init__(
         self,
@@ -116,13 +124,9 @@ class ServingState:
         self.dirty: set[Conn] = set()
         self.backlog: set[Conn] = set()  # connections with commands left for the next turn
         self.timers: list[tuple[int, int, CrossReserve]] = []
-        self.blocks: dict[int, int] = {}  # id block -> shard
-        self.next_id: dict[int, int] = {}  # shard -> the next id of its current block
-        self.end_id: dict[int, int] = {}  # shard -> the first id past its current block
+        # the id blocks (ids.py), leases asked for through the coordinator
+        self.ids = IdLeases(shards, self.ask_lease, functools.partial(self.internal_error, None))
         self.tube_shards = TubeShards(shards, settings.routing)  # tube -> shard, as the log says
-        self.spare: dict[int, list[range]] = {}  # shard -> the next blocks, leased ahead
-        self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
-        self.lease_waiters: dict[int, list[Callable[[], None]]] = {}
         self.stats = dict.fromkeys(CMD_KEYS, 0)
         self.total_connections = 0
         # limits: max_connections is the server's, each serving process takes its share
@@ -151,7 +155,6 @@ class ServingState:
         self.spin_skip = 0  # busy turns poll_briefly still sits out after a miss
         self.spin_backoff = 1  # how many turns the next miss makes it sit out
         self.ready_fd = settings.ready_fd  # the start-up pipe, written once all peers are up
-        self.blocks_loaded = False
         self.accepting = False  # accepting clients: only once the id-block table is loaded
         self.accept_paused_until = 0.0  # monotonic s; out of descriptors (pause_accepting)
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
