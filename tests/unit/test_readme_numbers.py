@@ -84,13 +84,13 @@ FIGURES = [
     ),
     Figure(
         "pingpong (a bound)",
-        r"\(pingpong ([\d.]+)x\)",
+        r"one client [\d.]+x \(pingpong ([\d.]+)x,",
         "generated",
         _ratio("pingpong, 1 client (cycles/s)", bold=False),
     ),
     Figure(
         "one client with another core busy: put and pingpong",
-        r"one client with another core busy ([\d.]+)–([\d.]+)x",
+        r"one client with another core busy ([\d.]+)x \(pingpong ([\d.]+)x\)",
         "generated",
         _ratio("put, 1 conn, one core busy (ops/s)", bold=False)
         + ".*"
