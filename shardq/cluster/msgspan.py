@@ -45,7 +45,7 @@ SIZED = {
 COUNTED = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}
 
 
-def number(data: bytes, pos: int, width: int) -> int:
+def number(data: bytes | memoryview, pos: int, width: int) -> int:
     """The big-endian unsigned integer of `width` bytes at `pos`."""
     n = 0
     for i in range(pos, pos + width):
@@ -53,7 +53,7 @@ def number(data: bytes, pos: int, width: int) -> int:
     return n
 
 
-def header(data: bytes, pos: int) -> tuple[int, int]:
+def header(data: bytes | memoryview, pos: int) -> tuple[int, int]:
     """An array's (item count, where its first item starts) at `pos`."""
     first = data[pos]
     if 0x90 <= first <= 0x9F:
@@ -64,7 +64,7 @@ def header(data: bytes, pos: int) -> tuple[int, int]:
     return number(data, pos + 1, width), pos + 1 + width
 
 
-def skip(data: bytes, pos: int, count: int = 1) -> int:
+def skip(data: bytes | memoryview, pos: int, count: int = 1) -> int:
     """Where the `count` objects that start at `pos` end."""
     while count:
         count -= 1

@@ -136,19 +136,19 @@ class Unread(NamedTuple):
     rid: int
 
 
-def unpack_requests(data: bytes) -> list[Sequence[Any] | Unread]:
+def unpack_requests(data: bytes | memoryview) -> list[Sequence[Any] | Unread]:
     """A batch of requests, as `unpack` gives it. Out of memory (a put's body is the large
     part), each request is decoded on its own, and one that still cannot be comes as
     `Unread`: the others are served."""
     return unpack_each(data, True)
 
 
-def unpack_replies(data: bytes) -> list[Sequence[Any] | Unread]:
+def unpack_replies(data: bytes | memoryview) -> list[Sequence[Any] | Unread]:
     """A batch of replies, as `unpack_requests` gives requests (`Unread` with op None)."""
     return unpack_each(data, False)
 
 
-def unpack_each(data: bytes, requests: bool) -> list[Sequence[Any] | Unread]:
+def unpack_each(data: bytes | memoryview, requests: bool) -> list[Sequence[Any] | Unread]:
     try:
         return cast(list[Sequence[Any] | Unread], unpack(data))  # the batch itself, no copy
     except MemoryError:
@@ -173,7 +173,7 @@ def one(data: memoryview) -> Any:
     return msgpack.unpackb(data, raw=False)
 
 
-def request_spans(data: bytes) -> Iterator[tuple[int, int]]:
+def request_spans(data: bytes | memoryview) -> Iterator[tuple[int, int]]:
     """Where each request of a packed batch starts and ends, read from their headers (no
     request is built: see msgspan.py)."""
     count, start = msgspan.header(data, 0)

@@ -26,6 +26,7 @@ from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
 from shardq.cluster.wire import Answer, Asked, Lease, Reply, Request
 from shardq.processes.common import lifeline, live, outofmemory, quota, wakeup
+from shardq.processes.common.inbox import Inbox
 from shardq.processes.common.settings import CoordinatorSettings
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.common.zmqctx import context, dealer, stranger
@@ -140,6 +141,7 @@ class Coordinator:
         self.limited = limited  # a connection limit is set (live.limits_set): show limit-*
         self.poller = zmq.Poller()
         self.signalled = -1  # the signal pipe (serve_forever)
+        self.inboxes = {s: Inbox(s) for s in [self.front, *self.shards]}
 
     def on_front(self, peer: bytes, req: Request | wire.Unread) -> None:
         if isinstance(req, wire.Unread):  # memory was short to read it
@@ -289,25 +291,29 @@ class Coordinator:
                 self.take(sock)
 
     def take(self, sock: zmq.Socket) -> None:
-        """Handle every message `sock` holds: requests from the front, a shard's replies."""
+        """Handle every message `sock` holds: requests from the front, a shard's replies.
+        A message leaves the socket only once it is decoded (common/inbox.py)."""
         front = sock is self.front
+        inbox = self.inboxes[sock]
+        unpack = wire.unpack_requests if front else wire.unpack_replies
         while True:
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                peer, data = inbox.peek()
             except zmq.Again:
                 break
-            if front and stranger(frames[0]):
+            if front and stranger(peer):
+                inbox.taken()
                 continue
             try:
-                unpack = wire.unpack_requests if front else wire.unpack_replies
-                batch = unpack(frames[-1])
+                batch = unpack(data)
             except ValueError:
                 logger.warning("coordinator: dropped a malformed message")
-                continue
+                batch = []
+            inbox.taken()
             for item in batch:
                 if front:
                     request = item if isinstance(item, wire.Unread) else Request._make(item)
-                    self.on_front(frames[0], request)
+                    self.on_front(peer, request)
                 else:
                     reply = item if isinstance(item, wire.Unread) else Reply._make(item)
                     self.on_shard(self.shards.index(sock), reply)

@@ -30,7 +30,6 @@ import time
 from typing import cast
 
 from shardq.cluster import wire
-from shardq.cluster.wire import Request
 from shardq.processes.common import lifeline, wakeup
 from shardq.processes.serving import (
     clients,
@@ -190,9 +189,11 @@ class ServingProcess(ServingState):
         ShardCore.handle_into), events of commands applied directly (call) included."""
         core, index, out = server.core, self.hosted_index, self.hosted_out
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
-        if server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN:
+        if server.held() or (
+            server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN
+        ):
             batches = server.receive()  # from the coordinator, or another serving process
-            if any(Request._make(r).op == COUNTS for _peer, batch in batches for r in batch):
+            if any(r[0] == COUNTS for _peer, batch in batches for r in batch):  # r[0]: its op
                 # a `stats` counts what happened before it: take in what the clients sent
                 # before the question reached us (a close on another connection, say)
                 self.handle_events(self.sel.select(0))
@@ -231,8 +232,12 @@ class ServingProcess(ServingState):
                 while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
                     self.on_monitor(target, peers.monitor_event(s.recv_multipart()))
             elif s is not hosted:
-                while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                    self.on_replies(wire.unpack(s.recv()))
+                inbox = self.inboxes[s]  # a reply leaves the socket once decoded
+                while inbox.held() or cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
+                    _, data = inbox.peek()
+                    batch = wire.unpack(data)
+                    inbox.taken()
+                    self.on_replies(batch)
 
     def serve_forever(self) -> None:
         while True:

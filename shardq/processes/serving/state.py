@@ -22,6 +22,7 @@ import zmq
 from shardq.cluster.routing import TubeShards, tagged
 from shardq.cluster.wire import Request
 from shardq.processes.common import live
+from shardq.processes.common.inbox import Inbox
 from shardq.processes.common.listener import Network, parse_networks
 from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import ipc_endpoint
@@ -93,6 +94,7 @@ class ServingState:
         for target in endpoints:
             self.socks[target] = peer_dealer(self.ctx)
         self.dealers = list(self.socks.values())
+        self.inboxes = {s: Inbox(s) for s in self.dealers}  # (common/inbox.py)
         self.monitors: dict[int, zmq.Socket] = {}
         self.monitor_target: dict[zmq.Socket, int] = {}
         self.up: dict[int, bool] = {}  # target -> connected now

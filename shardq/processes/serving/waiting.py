@@ -81,12 +81,14 @@ def sleep_s(self: ServingProcess) -> float:
         wake = self.hosted.core.next_wakeup()
         if wake is not None:
             timeout = min(timeout, max(0.0, (wake - time.monotonic_ns()) / NS))
-        if self.outq.get(self.hosted_index):
-            timeout = 0  # a connection closed last turn: its jobs go back at once
+        if self.outq.get(self.hosted_index) or self.hosted.held():
+            timeout = 0  # a connection closed last turn: its jobs go back at once; or
+            # requests a turn out of memory left
     # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
     # by asking the socket, so ask before sleeping.
     for s in list(self.touched):
-        if cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
+        inbox = self.inboxes.get(s)
+        if (inbox is not None and inbox.held()) or cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
             timeout = 0
         else:
             self.touched.discard(s)  # its fd fires when anything arrives

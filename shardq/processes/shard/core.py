@@ -140,7 +140,11 @@ class ShardCore(Holding):
         else:
             reply = self.handle(peer, req, now)
         if reply is not None:
-            out.setdefault(peer, []).append(reply)
+            try:
+                out.setdefault(peer, []).append(reply)
+            except MemoryError:  # applied: its reply must not be lost; the reserve given
+                outofmemory.note(f"shard {self.index}: a reply")  # back makes room for it
+                out.setdefault(peer, []).append(reply)
         if self.engine.events:
             self.route_events(out)
 
@@ -281,6 +285,8 @@ class ShardCore(Holding):
                 try:
                     self.write_log(wal)
                 except (OSError, MemoryError) as e:
+                    if isinstance(e, MemoryError):  # the reserve given back: room to answer
+                        outofmemory.note(f"shard {self.index}: its log")
                     fault = LogFault(self, e)  # tries a fresh segment at once
                     self.log_fault = None if fault.over else fault  # else puts are refused
         if self.event_log is not None and self.engine.audit:

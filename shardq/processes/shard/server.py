@@ -7,10 +7,12 @@ timing out), go back as one batch per peer. Timers are the engine's: the loop sl
 the engine's next wake-up or the next message, whichever comes first. A serving process
 that hosts the shard drives the same socket from its own loop (serving/loop.py).
 
-Out of memory (processes/common/outofmemory.py) nothing is lost: a batch that cannot be
-unpacked whole is decoded request by request, a request that still cannot be is answered
-OUT_OF_MEMORY (`wire.unpack_requests`), and replies that cannot be packed wait for the
-next turn.
+Out of memory (processes/common/outofmemory.py) nothing is lost: a message is not taken
+from the socket until it is decoded (common/inbox.py), a batch that cannot be unpacked
+whole is decoded request by request, a request that still cannot be is answered
+OUT_OF_MEMORY (`wire.unpack_requests`), the requests of a turn that ran out of memory
+before they were applied are applied in the next (`pending`), and replies that cannot be
+packed wait for the next turn.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import zmq
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
 from shardq.processes.common import lifeline, outofmemory, wakeup
+from shardq.processes.common.inbox import Inbox
 from shardq.processes.common.zmqctx import context, stranger
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
@@ -51,6 +54,10 @@ class ShardServer:
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.wakeup = -1  # see `watch_signals`
+        self.inbox = Inbox(self.sock)
+        #: batches received and not handled yet: a turn that ran out of memory leaves the
+        #: requests it had not applied to the next
+        self.pending: list[Batch] = []
         #: replies not sent yet: a turn that ran out of memory leaves them to the next
         self.out: Outbox = {}
 
@@ -61,36 +68,54 @@ class ShardServer:
         self.poller.register(self.wakeup, zmq.POLLIN)
 
     def receive(self) -> list[Batch]:
-        """The batches the socket holds (a bounded number of messages), with their peers;
-        a request that memory was short to decode comes as `wire.Unread`."""
-        batches = []
+        """The batches not handled yet, with those the socket holds now (a bounded number
+        of messages) after them; a request that memory was short to decode comes as
+        `wire.Unread`."""
+        pending, inbox = self.pending, self.inbox
         for _ in range(MAX_MESSAGES_PER_TURN):
             try:
-                peer, data = self.sock.recv_multipart(zmq.NOBLOCK)
+                peer, data = inbox.peek()
             except zmq.Again:
                 break
-            if stranger(peer):
-                continue
-            try:
-                batches.append((peer, wire.unpack_requests(data)))
-            except ValueError:
-                log.warning("shard %d: dropped a malformed message", self.core.index)
-        return batches
+            if not stranger(peer):
+                try:
+                    pending.append((peer, wire.unpack_requests(data)))
+                except ValueError:
+                    log.warning("shard %d: dropped a malformed message", self.core.index)
+            inbox.taken()
+        return pending
+
+    def held(self) -> bool:
+        """Requests taken from the socket and not applied yet (a turn ran out of memory):
+        the socket's fd will not fire for them again."""
+        return bool(self.pending) or self.inbox.held()
 
     def handle(self, batches: list[Batch], now: int, out: Outbox) -> None:
+        """Apply `batches` in order, emptying the list. Out of memory before a request is
+        applied, it and what follows stay in `batches` for the next turn; a request is
+        never applied twice (`ShardCore.handle_into` answers what runs out in it)."""
         handle_into = self.core.handle_into
         make = Request._make
-        for peer, batch in batches:
-            for raw in batch:
-                try:
-                    req = make(raw)
-                except TypeError:  # not four fields: memory was short to read it, or no rid
-                    if isinstance(raw, wire.Unread):
-                        handle_into(peer, raw, now, out)
-                    else:
-                        log.warning("shard %d: dropped a malformed request", self.core.index)
-                    continue
-                handle_into(peer, req, now, out)
+        for b, (peer, batch) in enumerate(batches):
+            done = 0
+            try:
+                for raw in batch:
+                    try:
+                        req = make(raw)
+                    except TypeError:  # not four fields: memory was short to read it, or no rid
+                        done += 1
+                        if isinstance(raw, wire.Unread):
+                            handle_into(peer, raw, now, out)
+                        else:
+                            log.warning("shard %d: dropped a malformed request", self.core.index)
+                        continue
+                    done += 1
+                    handle_into(peer, req, now, out)
+            except MemoryError:
+                del batch[:done]
+                del batches[:b]
+                raise
+        batches.clear()
 
     def take_messages(self, now: int, out: Outbox) -> None:
         """Handle what the socket holds (a bounded number of messages) into `out`."""
@@ -113,7 +138,7 @@ class ShardServer:
     def turn(self, timeout_ms: int | None) -> None:
         core = self.core
         out = self.out  # kept across a turn that ran out of memory
-        if self.poller.poll(timeout_ms):
+        if self.poller.poll(timeout_ms) or self.held():
             if self.wakeup >= 0:
                 wakeup.drain(self.wakeup)
             now = time.monotonic_ns()
@@ -133,6 +158,8 @@ class ShardServer:
         turn out of memory left are tried again."""
         wake = self.core.next_wakeup()
         timeout = RETRY_SEND_MS if self.out else MAX_SLEEP_MS
+        if self.held():
+            timeout = 0
         if wake is not None:
             timeout = min(timeout, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
         self.turn(timeout)
