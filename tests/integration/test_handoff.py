@@ -6,14 +6,18 @@ Each test starts ``shardq serve --shards 2 --serving 2``: serving process i host
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
+import threading
 import time
 from collections.abc import Callable
 
 from helpers import connect, poll_for, read_replies, send, tube_on_shard, waiting_to_be_accepted
 
 SERVING = ("--serving", "2")
+N_PUTS = 30_000  #: a pipeline of puts longer than a move takes
 
 
 def ask(sock, data: bytes, n: int = 1) -> list[bytes]:
@@ -139,3 +143,62 @@ def test_a_connection_handed_to_a_process_that_dies_is_served_by_its_sender(
     assert ask(sock, b"list-tube-used\r\n") == [b"USING default\r\n"]
     assert ask(sock, b"put 0 0 60 2\r\nhi\r\n")[0].startswith(b"INSERTED ")
     sock.close()
+
+
+def holders(pids: dict[str, int], sock: socket.socket) -> set[str]:
+    """The roles of the processes whose descriptors hold the server's end of `sock` (its
+    entry in /proc/net/tcp, found by the two ports, names a socket inode)."""
+    local, remote = sock.getpeername()[1], sock.getsockname()[1]
+    inode = ""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == f"0100007F:{local:04X}" and fields[2] == f"0100007F:{remote:04X}":
+                inode = fields[9]
+    assert inode, "the connection is not in /proc/net/tcp"
+    link = f"socket:[{inode}]"
+    found = set()
+    for role, pid in pids.items():
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(FileNotFoundError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == link:
+                    found.add(role)
+    return found
+
+
+def test_a_connection_whose_pipeline_never_empties_still_moves_home(
+    shardq_server: Callable[..., object],
+) -> None:
+    """A client that keeps puts in flight all the time is never at rest by itself; it moves
+    to its tube's process anyway (its pipeline drains, then it moves), and every put is
+    answered once and in order. A reserve that waits ends the pipeline: with nothing
+    reserved yet, the connection would never be at rest after it (before: it stayed)."""
+    srv = shardq_server(2, SERVING)
+    pids = srv.wait_all_children()
+    tube, idle = (tube_on_shard(0, 2, prefix=p) for p in ("busy-", "idle-"))
+    sock = connect(srv.port)  # its home is default's: serving 1 (crc32("default") % 2 == 1)
+    assert ask(sock, b"list-tube-used\r\n") == [b"USING default\r\n"]
+    poll_for(lambda: holders(pids, sock) == {"serving 1"})
+    puts = [b"put 0 0 60 5\r\n%05d\r\n" % i for i in range(N_PUTS)]
+    head = b"watch %s\r\nignore default\r\nuse %s\r\n" % (idle.encode(), tube.encode())
+    writer = threading.Thread(  # as fast as the server reads: its input never runs dry
+        target=sock.sendall, args=(head + b"".join(puts) + b"reserve-with-timeout 60\r\n",)
+    )
+    writer.start()
+    assert read_replies(sock, 3)[2] == b"USING %s\r\n" % tube.encode()
+    ids = [int(r.split()[1]) for r in read_replies(sock, N_PUTS)]
+    writer.join()
+    poll_for(lambda: holders(pids, sock) == {"serving 0"})
+    assert len(set(ids)) == N_PUTS
+    other = connect(srv.port)
+    for i in range(0, N_PUTS, 397):  # each answer is its own put's, in order
+        [peek] = ask(other, b"peek %d\r\n" % ids[i])
+        assert peek.endswith(b"\r\n%05d\r\n" % i), (i, peek)
+    assert tube_stats(srv.port, tube)["current-jobs-ready"] == str(N_PUTS)
+    assert ask(other, b"use %s\r\nput 0 0 60 2\r\nok\r\n" % idle.encode(), 2)[1].startswith(
+        b"INSERTED"
+    )
+    [reserved] = read_replies(sock, 1)  # the waiting reserve, answered where it lives now
+    assert reserved.endswith(b"\r\nok\r\n"), reserved
+    sock.close()
+    other.close()

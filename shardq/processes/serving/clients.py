@@ -103,12 +103,12 @@ def write(self: ServingProcess, conn: Conn) -> None:
 
 
 def interest(self: ServingProcess, conn: Conn) -> None:
-    """Register the connection for what it needs: reading unless paused (`pause_input`) or
-    at its end of input (`read`), writing while the kernel has not taken all its output.
-    epoll_ctl only on a change."""
+    """Register the connection for what it needs: reading unless paused (`pause_input`),
+    at its end of input (`read`) or leaving (handoff.move_home), writing while the kernel
+    has not taken all its output. epoll_ctl only on a change."""
     if conn.phase is CLOSED:
         return
-    events = (0 if conn.paused or conn.eof else selectors.EVENT_READ) | (
+    events = (0 if conn.paused or conn.eof or conn.leaving else selectors.EVENT_READ) | (
         selectors.EVENT_WRITE if conn.out else 0
     )
     if events == conn.events:
@@ -292,7 +292,11 @@ def pump(self: ServingProcess, conn: Conn) -> None:
                 self.backlog.add(conn)  # what is left runs next turn (run_backlog)
                 return
             budget -= 1
-            cmd = conn.held or shedding.next_command(self, conn)
+            cmd = conn.held or (
+                None
+                if conn.leaving and self.leaves_now(conn)
+                else shedding.next_command(self, conn)
+            )
             if cmd is None:
                 if conn.eof and conn.phase is IDLE:
                     self.finish(conn)

@@ -79,6 +79,7 @@ class Conn:
         "held",
         "pumping",
         "away",
+        "leaving",
         "moves",
         "handshaking",
     )
@@ -105,6 +106,8 @@ class Conn:
         self.events = 0  # the selector events it is registered for (0: not registered)
         self.paused = False  # not read from: its unparsed input passed the bound
         self.away: bool | None = None  # home is another serving process's (None: find out)
+        #: away, and its pipeline draining so that it can move: no new command is parsed
+        self.leaving = False
         self.moves = 0  # how often it was handed to another serving process (handoff.py)
 
     def step(self, event: str) -> None:

@@ -131,6 +131,7 @@ class ServingProcess(ServingState):
     hand_off = handoff.hand_off
     adopt = handoff.adopt
     move_home = handoff.move_home
+    leaves_now = staticmethod(handoff.leaves_now)
     wait = waiting.wait
     sleep_s = waiting.sleep_s
     poll_briefly = waiting.poll_briefly
@@ -170,7 +171,7 @@ class ServingProcess(ServingState):
                 self.accept(private=True)
             elif type(data) is Conn:
                 if mask & selectors.EVENT_WRITE:
-                    self.write(data)
+                    self.dirty.add(data)  # written by flush_output, which also moves it home
                 if mask & selectors.EVENT_READ and data.phase is not CLOSED:
                     self.read(data)
             elif type(data) is handoff.Inbox:
