@@ -119,7 +119,6 @@ if TYPE_CHECKING:
 
 from shardq.config.schema import (  # noqa: F401  (re-exported)
     CONFIG_FIELDS,
-    FACTORIES,
     Config,
     _default_serving,
 )

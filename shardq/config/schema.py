@@ -6,11 +6,10 @@ config file and flags become one is shardq/config/__init__.py's (`FIELDS`, `load
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 from shardq.config.values import DEFAULT_MAX_OUTPUT_BYTES
-from shardq.protocol.record import Record
+from shardq.protocol.record import Frozen
 
 
 def _default_serving() -> int:
@@ -37,9 +36,10 @@ def _default_server_id() -> str:
     return os.uname().nodename or "localhost"
 
 
-class Config(Record):
-    """The settings (immutable: `replace` makes a changed copy). A plain class, not a
-    dataclass: building a dataclass's methods takes time at every start (`Record`)."""
+class Config(Frozen):
+    """The settings (immutable: `replace` makes a changed copy). A `Frozen` record, not a
+    dataclass: building a dataclass's methods takes time at every start (`record.py`); the
+    fields without a default in the body get theirs from `FACTORIES` when a Config is made."""
 
     listen: str = "127.0.0.1"  # -l ADDR; beanstalkd defaults to 0.0.0.0, we deliberately do not
     port: int = 11300  # -p PORT; 0 = let the OS pick a free port
@@ -86,34 +86,15 @@ class Config(Record):
     #: set by the CLI for the start-up log, not a key of the file.
     source: str = "defaults"
 
-    def __init__(self, **values: Any) -> None:
-        """`values` by field name; a field not given has its default (the class attribute,
-        or what its function in `FACTORIES` returns now)."""
-        unknown = [name for name in values if name not in CONFIG_FIELDS]
-        if unknown:
-            raise TypeError(f"Config() got an unexpected keyword argument {unknown[0]!r}")
-        for name, make in FACTORIES.items():
-            if name not in values:
-                values[name] = make()
-        self.__dict__.update(values)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Config is immutable: use replace({name}=...)")
-
-    def replace(self, **changes: Any) -> Config:
-        """A copy with `changes` (as dataclasses.replace)."""
-        return Config(**{**self.as_dict(), **changes})
-
     def as_dict(self) -> dict[str, Any]:
         """Field name -> value, every field (as dataclasses.asdict, for JSON)."""
         return {name: getattr(self, name) for name in CONFIG_FIELDS}
 
 
 #: The fields of a Config, in order.
-CONFIG_FIELDS = tuple(Config.__annotations__)
-Config.__match_args__ = CONFIG_FIELDS  # type: ignore[misc]  # (what Record compares)
+CONFIG_FIELDS = Config.__match_args__
 #: The fields whose default is computed when a Config is made, not fixed.
-FACTORIES: dict[str, Callable[[], Any]] = {
+Config.FACTORIES = FACTORIES = {
     "shards": _default_shards,
     "serving": _default_serving,
     "server_id": _default_server_id,

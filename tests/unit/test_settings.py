@@ -106,7 +106,7 @@ def test_live_settings_and_a_restart_reach_a_later_start() -> None:
 
 
 def test_settings_are_frozen_records_made_by_keyword() -> None:
-    """Plain slotted classes (`frozen.Frozen`), not dataclasses (≈ 15 ms of every start):
+    """Plain slotted classes (`record.Frozen`), not dataclasses (≈ 15 ms of every start):
     frozen, every field given by keyword (defaults from the class body), a dataclass's
     equality and repr, `replace` for a changed copy."""
     cfg = load_config(CONFIG, {})

@@ -1,4 +1,4 @@
-"""Each process role's settings: one frozen object per role (`frozen.Frozen`: plain slotted
+"""Each process role's settings: one frozen object per role (`record.Frozen`: plain slotted
 classes, read as frozen keyword-only dataclasses, which they were: building those took
 ≈ 15 ms of every start), built from the `Config` in one
 function (`supervision/children.py`) and handed whole to the forked child, which passes it
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from shardq.processes.common.frozen import Frozen
 from shardq.processes.common.live import Live
+from shardq.protocol.record import Frozen
 
 
 class Common(Frozen):

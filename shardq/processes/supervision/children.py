@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 from shardq.cluster.routing import FAMILIES, NAMES, SPREAD
 from shardq.config import FIELDS, Config
-from shardq.processes.common.frozen import Frozen
 from shardq.processes.common.settings import (
     BunqueueSettings,
     Common,
@@ -37,6 +36,7 @@ from shardq.processes.common.settings import (
 )
 from shardq.processes.supervision.child import run_and_exit
 from shardq.processes.supervision.forked import Forked, fork_child
+from shardq.protocol.record import Frozen
 from shardq.storage import layout
 
 log = logging.getLogger(__name__)
