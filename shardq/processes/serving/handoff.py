@@ -61,7 +61,7 @@ FD_BYTES = array.array("i").itemsize
 ANCILLARY_BYTES = socket.CMSG_SPACE(FD_BYTES)  #: room for one descriptor
 
 
-class Inbox:
+class HandoffInbox:
     """The selector key data of the handoff socket (tells it from clients and ZeroMQ), with
     the one buffer every datagram is received into."""
 
@@ -83,7 +83,7 @@ class Handovers:
     """A serving process's handoff state (its sockets only with several of them)."""
 
     def __init__(self) -> None:
-        self.inbox: Inbox | None = None  # where connections and answers come in
+        self.inbox: HandoffInbox | None = None  # where connections and answers come in
         self.out: socket.socket | None = None  # one unbound socket sends to every peer
         self.moving: dict[int, Moving] = {}  # ticket -> handed over, not answered yet
         self.answers: list[
@@ -109,7 +109,7 @@ def open_handoff(self: ServingProcess, run_dir: str) -> None:
     sock.setblocking(False)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, HANDOFF_BYTES * 4)
     state = self.handovers
-    state.inbox = Inbox(sock)
+    state.inbox = HandoffInbox(sock)
     self.sel.register(sock, selectors.EVENT_READ, state.inbox)
     out = state.out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     out.setblocking(False)
@@ -206,7 +206,7 @@ def full(self: ServingProcess, held: int) -> bool:
     return held >= self.max_clients or 0 < self.conn_limit <= held
 
 
-def adopt(self: ServingProcess, inbox: Inbox) -> None:
+def adopt(self: ServingProcess, inbox: HandoffInbox) -> None:
     """Take in every datagram of the handoff socket: connections handed to this process,
     and the answers to the ones it handed over."""
     while True:

@@ -174,7 +174,7 @@ class ServingProcess(ServingState):
                     self.dirty.add(data)  # written by flush_output, which also moves it home
                 if mask & selectors.EVENT_READ and data.phase is not CLOSED:
                     self.read(data)
-            elif type(data) is handoff.Inbox:
+            elif type(data) is handoff.HandoffInbox:
                 inbox = data
             elif data is wakeup.SIGNALLED:
                 wakeup.drain(key.fd)
