@@ -136,6 +136,16 @@ class Unread(NamedTuple):
     rid: int
 
 
+#: where a decoded request (a list, as `unpack` gives it) holds its op
+OP_FIELD = Request._fields.index("op")
+
+
+def op_of(raw: Sequence[Any] | Unread) -> int | None:
+    """The op of a request as it came off the wire (decoded, or `Unread`), read by its
+    field's name without building the `Request`."""
+    return raw.op if isinstance(raw, Unread) else cast(int | None, raw[OP_FIELD])
+
+
 def unpack_requests(data: bytes | memoryview) -> list[Sequence[Any] | Unread]:
     """A batch of requests, as `unpack` gives it. Out of memory (a put's body is the large
     part), each request is decoded on its own, and one that still cannot be comes as

@@ -194,7 +194,7 @@ class ServingProcess(ServingState):
             server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN
         ):
             batches = server.receive()  # from the coordinator, or another serving process
-            if any(r[0] == COUNTS for _peer, batch in batches for r in batch):  # r[0]: its op
+            if any(wire.op_of(raw) == COUNTS for _peer, batch in batches for raw in batch):
                 # a `stats` counts what happened before it: take in what the clients sent
                 # before the question reached us (a close on another connection, say)
                 self.handle_events(self.sel.select(0))
