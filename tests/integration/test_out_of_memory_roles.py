@@ -252,7 +252,8 @@ def test_the_metrics_process_out_of_memory_answers_it_and_serves_on(
         assert http_get(port, "/metrics")[0] == 200
     cap_above_now(capped, 1024)
     answers = [http_get(port, "/metrics") for _ in range(5)]
-    assert (503, b"out of memory\n") in answers, [(s, b[:40]) for s, b in answers]
+    seen = [(s, b[:40]) for s, b in answers]
+    assert (503, b"out of memory\n") in answers, (seen, server.stderr()[-6000:])  # with why
     assert http_get(port, "/")[0] == 200  # what needs little memory is served
     assert server.roles() == pids, "a process was restarted"
     assert "out of memory" in server.stderr()

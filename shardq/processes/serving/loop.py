@@ -30,7 +30,7 @@ import time
 from typing import cast
 
 from shardq.cluster import wire
-from shardq.processes.common import lifeline, wakeup
+from shardq.processes.common import collector, lifeline, wakeup
 from shardq.processes.serving import (
     clients,
     cross,
@@ -244,6 +244,7 @@ class ServingProcess(ServingState):
         while True:
             lifeline.check()
             try:
+                collector.settle()  # no collection pause that grows with the jobs held
                 self.turn()
             except MemoryError:  # ending the process would drop every client (and, without
                 self.out_of_memory()  # -b, the hosted shard's jobs): go on with the next turn

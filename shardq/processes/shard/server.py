@@ -26,7 +26,7 @@ import zmq
 
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
-from shardq.processes.common import lifeline, outofmemory, wakeup
+from shardq.processes.common import collector, lifeline, outofmemory, wakeup
 from shardq.processes.common.inbox import Inbox
 from shardq.processes.common.zmqctx import context, stranger
 from shardq.processes.shard.core import ShardCore
@@ -156,6 +156,7 @@ class ShardServer:
     def next_turn(self) -> None:
         """A turn that sleeps until the next message or timer, or until replies that a
         turn out of memory left are tried again."""
+        collector.settle()  # no collection pause that grows with the jobs held
         wake = self.core.next_wakeup()
         timeout = RETRY_SEND_MS if self.out else MAX_SLEEP_MS
         if self.held():
