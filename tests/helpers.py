@@ -286,18 +286,25 @@ def poll_for(fn: Callable[[], T], timeout: float = READ_DEADLINE, interval: floa
 STRACE_HINT = "needs strace to kill a process at its fsync: apt-get install -y strace"
 
 
-@contextlib.contextmanager
-def killed_at_fsync(pid: int) -> Iterator[subprocess.Popen[bytes]]:
+def killed_at_fsync(pid: int) -> contextlib.AbstractContextManager[subprocess.Popen[bytes]]:
     """strace attached to `pid`, killing it (SIGKILL) at its next fsync or fdatasync: the
     body sends what makes it sync; on leaving, the process was killed (or 10 s passed)."""
+    return killed_at_syscall(pid, "fsync,fdatasync")
+
+
+@contextlib.contextmanager
+def killed_at_syscall(pid: int, calls: str, nth: int = 1) -> Iterator[subprocess.Popen[bytes]]:
+    """strace attached to `pid`, killing it (SIGKILL) as it enters the `nth` of its next
+    syscalls named in `calls` (comma-separated), before that syscall runs: the body sends
+    what makes it call them; on leaving, the process was killed (or 10 s passed)."""
     from shardq.bench.procs import tracer_pid
 
     strace = shutil.which("strace")
     if strace is None:
         skip_or_fail(STRACE_HINT)
     tracer = subprocess.Popen(
-        [strace, "-qq", "-p", str(pid), "-e", "trace=fsync,fdatasync"]
-        + ["-e", "inject=fsync,fdatasync:signal=KILL"],
+        [strace, "-qq", "-p", str(pid), "-e", f"trace={calls}"]
+        + ["-e", f"inject={calls}:signal=KILL:when={nth}"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

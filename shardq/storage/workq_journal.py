@@ -37,6 +37,9 @@ class Changed:
     deadline: int  # unix ms its lease ends
     result: bytes | None
     success: bool
+    #: the beanstalk job its lease took from the tube, until its delete is answered (0:
+    #: none; a journal of before this field has none)
+    leased_as: int = 0
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ import time
 
 import greenstalk
 import pytest
-from helpers import killed_at_fsync, poll_for, tube_on_shard, wal_args
+from helpers import killed_at_fsync, killed_at_syscall, poll_for, tube_on_shard, wal_args
 from kestrel_server import START_TIMEOUT, TEARDOWN_TIMEOUT
 from workq_server import Workq, add, new_id, workq_server_fixture  # noqa: F401  (the fixture)
 
@@ -373,3 +373,27 @@ def test_with_f0_an_answer_leaves_only_after_its_journal_fsync(workq_server, tmp
     server = workq_server(1, flags)
     c = Workq(server.workq)
     assert c.cmd(b"lease synced 2000\r\n").startswith(f"+OK 1\r\n{ident}".encode())
+
+
+def test_a_lease_killed_before_its_delete_gives_the_job_back_as_itself(
+    workq_server, tmp_path
+) -> None:
+    """The front-end journals a lease, then deletes its beanstalk job from the tube: killed
+    in between (strace, at the delete's send), the entry is back in its tube after the
+    restart. The job comes back by its lease's end under its own id, once: not also as a new
+    job made of that entry (it was, when the journal's lease did not name it)."""
+    flags = wal_args(tmp_path / "gap")
+    server = workq_server(1, flags)
+    c = Workq(server.workq)
+    ident = new_id()
+    assert add(c, ident, "gap", b"p", ttr=300) == b"+OK\r\n"
+    front = next(p for p in group_members(server.proc.pid) if role_of_pid(p) == "workq")
+    with killed_at_syscall(front, "sendto", nth=2):  # 1: watch and reserve; 2: the delete
+        c.send(b"lease gap 1000\r\n")
+    assert c.eof()
+    kill_group(server.proc)
+    server = workq_server(1, flags)
+    c = Workq(server.workq)
+    assert c.cmd(b"lease gap 2000\r\n") == f"+OK 1\r\n{ident} gap 300 1\r\np\r\n".encode()
+    assert c.cmd(f"complete {ident} 1\r\nr\r\n".encode()) == b"+OK\r\n"
+    assert c.cmd(b"lease gap 300\r\n") == b"-TIMEOUT\r\n"

@@ -3,6 +3,7 @@ replayed records give the same jobs, a torn tail is cut off."""
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from shardq.processes.frontends.workq.registry import (
     Registry,
     WorkqJob,
 )
-from shardq.storage.workq_journal import KINDS, Added, open_journal
+from shardq.storage.journal import HEADER
+from shardq.storage.packing import pack
+from shardq.storage.workq_journal import KINDS, Added, Changed, open_journal
 
 T0 = 1_000_000
 
@@ -191,6 +194,7 @@ def test_a_job_the_journal_left_with_no_tube_entry_is_put_back() -> None:
     reg = Registry()
     j = queued(reg, fixed("a", max_attempts=3))
     reg.lease(j, T0)
+    reg.deleted(j, 1)
     reg.lease_ended(j)  # PENDING; the put back never happened
     records = [*reg.snapshot()]
     again = Registry()
@@ -199,3 +203,33 @@ def test_a_job_the_journal_left_with_no_tube_entry_is_put_back() -> None:
     orphans = again.take_orphans()
     assert [o.id for o in orphans] == ["a"] and orphans[0].state is PENDING
     assert again.take_orphans() == [] and again.next_due() == T0 + 10_000  # its expiry
+
+
+def test_a_lease_names_its_tube_entry_until_its_delete_is_answered() -> None:
+    """A lease is journaled before its beanstalk job is deleted: replayed before the delete
+    was answered, the janitor deletes that entry first (it may be back in its tube), and a
+    rewrite of the journal keeps it named until then."""
+    reg = Registry()
+    j = queued(reg, fixed("a"), job=7)
+    reg.lease(j, T0)
+    assert j.leased_as == 7 and reg.leftovers == [] and reg.next_due() == T0 + 100
+    again = Registry()
+    again.replay(reg.snapshot())  # the process ended before its delete was answered
+    k = again.jobs["a"]
+    assert (k.state, k.job, k.leased_as, again.by_job) == (LEASED, 0, 7, {})
+    assert again.next_due() == 0
+    assert again.take_leftovers() == [k] and again.take_leftovers() == []
+    assert [r.leased_as for r in again.snapshot() if isinstance(r, Changed)] == [7]
+    again.deleted(k, 7)
+    assert k.leased_as == 0 and again.next_due() == T0 + 100
+    reg.deleted(j, 7)
+    last = Registry()
+    last.replay(reg.snapshot())
+    assert last.leftovers == [] and last.jobs["a"].leased_as == 0
+
+
+def test_a_changed_record_of_before_leased_as_is_read() -> None:
+    payload = pack([2, "a", int(LEASED), 0, 1, 0, T0 + 100, None, False])
+    frame = HEADER.pack(len(payload), zlib.crc32(payload)) + payload
+    (rec,), whole = KINDS.decode(frame)
+    assert whole == len(frame) and rec.leased_as == 0 and rec.deadline == T0 + 100

@@ -234,11 +234,14 @@ def do_lease(front: Frontend, s: Session, cmd: a.Lease) -> Task:
         else:  # deleted meanwhile
             yield Send((line("delete", job),))
             continue
-        # the lease is journaled before its job leaves the tube: a crash in between gives
-        # the job back to the tube as well (leased twice at worst, never lost)
+        # the lease is journaled before its job leaves the tube, naming that beanstalk job
+        # until the delete is answered: after a crash in between, the replay deletes it
+        # (`delete_leftovers`), and the job comes back by its lease's end, as itself
         leased = front.registry.lease(j, now_ms())
         front.changed(j)
-        yield Send((line("delete", job),))
+        replies = yield Send((line("delete", job),))
+        if replies[0].name == b"DELETED":
+            front.registry.deleted(j, job)
         if not leased:  # no attempts left: it failed
             front.notify(j.id)
             continue
@@ -263,6 +266,7 @@ def adopt(front: Frontend, job: int, body: bytes, stats: dict[str, str]) -> Work
         False,
     )
     j = front.registry.add(fixed)
+    front.registry.queued(j, job)  # the lease takes it from there (`leased_as`)
     front.journal(fixed)
     return j
 
@@ -291,10 +295,26 @@ def do_delete(front: Frontend, s: Session, cmd: a.Delete) -> Task:
     return r.OK
 
 
+def delete_leftovers(front: Frontend, s: Session, jobs: list[WorkqJob]) -> Result:
+    """Delete the beanstalk jobs the journal's leases took and may not have deleted (the
+    process ended first): one back in its tube is not leased meanwhile (`retired`)."""
+    ids = [j.leased_as for j in jobs]
+    front.retired.update(ids)
+    replies = yield Send(tuple(line("delete", job) for job in ids))
+    for j, job, reply in zip(jobs, ids, replies, strict=True):
+        if reply.name == b"DELETED":
+            front.retired.discard(job)
+        front.registry.deleted(j, job)  # NOT_FOUND: deleted before, or a reserve has it
+
+
 def housekeeping(front: Frontend, s: Session) -> Task:
-    """The janitor's task: jobs the journal left with no tube entry, and leases past their
-    TTR, go back to their tube (or fail, past max-attempts); jobs past their ttl go, result
-    and all (counted as evicted if they were not done)."""
+    """The janitor's task: the tube entries of the journal's leases are deleted; jobs the
+    journal left with no tube entry, and leases past their TTR, go back to their tube (or
+    fail, past max-attempts); jobs past their ttl go, result and all (counted as evicted if
+    they were not done)."""
+    leftovers = front.registry.take_leftovers()
+    if leftovers:
+        yield from delete_leftovers(front, s, leftovers)
     todo = front.registry.take_orphans()
     ended, expired = front.registry.due(now_ms())
     for j in ended:

@@ -6,6 +6,11 @@ Workq's (its numbers are what `inspect` shows) and `STEPS` the one statement of 
 moves. Timers: a lease ends at `deadline` (then the job is queued again, or fails past its
 max-attempts), and every job goes at its expiry (ttl after it was added or its scheduled
 time), result and all.
+
+A lease is journaled before its beanstalk job is deleted from the tube, so the job's
+record names that beanstalk job (`leased_as`) until the delete is answered: if the process
+ends in between, the entry may be back in its tube after the replay, and the janitor
+deletes it first (`leftovers`) rather than let a lease take it for a new job.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class WorkqJob:
     result: bytes | None = None
     success: bool = False
     expires: int = field(default=0)
+    leased_as: int = 0  # the beanstalk job its lease took, until its delete is answered
 
     @property
     def id(self) -> str:
@@ -83,6 +89,7 @@ class WorkqJob:
             self.deadline,
             self.result,
             self.success,
+            self.leased_as,
         )
 
     def may_lease(self) -> bool:
@@ -118,6 +125,9 @@ class Registry:
         #: jobs the journal left waiting for their tube with none (the process ended while
         #: it put them back): the janitor puts them back first
         self.orphans: list[WorkqJob] = []
+        #: jobs the journal left with a lease's beanstalk job perhaps not deleted (the
+        #: process ended before its delete was answered): the janitor deletes them first
+        self.leftovers: list[WorkqJob] = []
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -146,6 +156,11 @@ class Registry:
         self.by_job.pop(job, None)
         return job
 
+    def deleted(self, j: WorkqJob, job: int) -> None:
+        """Beanstalk job `job`, which the job's lease took, is out of its tube."""
+        if j.leased_as == job:
+            j.leased_as = 0
+
     def drop(self, j: WorkqJob) -> None:
         self.unqueue(j)
         if self.jobs.pop(j.id, None) is not None:
@@ -158,8 +173,8 @@ class Registry:
 
     def lease(self, j: WorkqJob, now: int) -> bool:
         """A worker took the job: an attempt starts (False: it has had all its attempts,
-        and fails instead)."""
-        self.unqueue(j)
+        and fails instead). Its beanstalk job is `leased_as` until `deleted`."""
+        j.leased_as = self.unqueue(j)
         if not j.may_lease():
             j.move("exhausted", FAILED)
             self.ended(j, b"", False)
@@ -223,13 +238,17 @@ class Registry:
         return ended, expired
 
     def next_due(self) -> int | None:
-        if self.orphans:
+        if self.orphans or self.leftovers:
             return 0
         return self.timers[0][0] if self.timers else None
 
     def take_orphans(self) -> list[WorkqJob]:
         orphans, self.orphans = self.orphans, []
         return [j for j in orphans if self.jobs.get(j.id) is j and j.state in QUEUED and not j.job]
+
+    def take_leftovers(self) -> list[WorkqJob]:
+        leftovers, self.leftovers = self.leftovers, []
+        return [j for j in leftovers if self.jobs.get(j.id) is j and j.leased_as]
 
     def listed(self, name: str, scheduled: bool, now: int) -> list[WorkqJob]:
         """The jobs of `name` waiting in their tube: ready ones by priority (highest first)
@@ -266,6 +285,8 @@ class Registry:
                 self.ended(j, rec.result or b"", rec.success)
                 j.result = rec.result
                 self.queued(j, rec.job)
+                j.leased_as = rec.leased_as
                 if j.state is LEASED:
                     heapq.heappush(self.timers, (j.deadline, 0, j.id))
         self.orphans = [j for j in self.jobs.values() if j.state in QUEUED and not j.job]
+        self.leftovers = [j for j in self.jobs.values() if j.leased_as]
