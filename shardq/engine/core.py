@@ -21,7 +21,7 @@ from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
 
 # Kinds of reserve outcome, sent to the serving process with the reply bytes (see reserve.py).
-RESERVED, OFFER, WAITING, FINAL, CANCELLED = 1, 2, 3, 4, 5
+RESERVED, OFFER, WAITING, FINAL, CANCELLED, NONE_BETTER = 1, 2, 3, 4, 5, 6
 
 TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size (timers.py)
 

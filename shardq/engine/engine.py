@@ -22,7 +22,15 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, TIMERS_MIN_BOUND, WAITING
+from shardq.engine.core import (
+    CANCELLED,
+    FINAL,
+    NONE_BETTER,
+    OFFER,
+    RESERVED,
+    TIMERS_MIN_BOUND,
+    WAITING,
+)
 from shardq.engine.fanout import Fanning
 from shardq.engine.job import BURY, ID_MASK, KICK, NS, RELEASE, Job, State
 from shardq.engine.policing import Policing
@@ -36,6 +44,7 @@ from shardq.protocol import replies
 __all__ = [
     "CANCELLED",
     "FINAL",
+    "NONE_BETTER",
     "OFFER",
     "RECORD_OVERHEAD",
     "RESERVED",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
-from shardq.engine.core import CANCELLED, FINAL, OFFER, RESERVED, WAITING, EngineCore
+from shardq.engine.core import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING, EngineCore
 from shardq.engine.job import ID_MASK, NS, RESERVE, URGENT_KEY, Job, State
 from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
@@ -22,6 +22,7 @@ SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR
 __all__ = [
     "CANCELLED",
     "FINAL",
+    "NONE_BETTER",
     "OFFER",
     "RESERVED",
     "SAFETY_MARGIN",
@@ -191,6 +192,26 @@ class Reserving(EngineCore):
         if expire_at is not None:
             self._at(expire_at, T_WAIT, rid)
         return [WAITING] if offer else None
+
+    def offer_best(self, conn: int, tubes: tuple[str, ...], now: int) -> list[Any] | None:
+        """The best ready job of these tubes offered to `conn` (the fields of `Offer`), or
+        None when none is ready; no waiter is left behind."""
+        self.tick(now)
+        job = self._best_job(tubes, now)
+        return None if job is None else self._hand_over(job, conn, True, now)
+
+    def reserve_better(
+        self, conn: int, tubes: tuple[str, ...], now: int, pri: int, seq: int
+    ) -> list[Any]:
+        """Reserve for `conn` the best ready job of these tubes if it comes before a job of
+        priority `pri` put at `seq` (another shard's offer): the fields of `Reserved`; else
+        ``[NONE_BETTER]``, and nothing is left behind (no waiter, no offer)."""
+        self.tick(now)
+        job = self._best_job(tubes, now)
+        if job is None or job.key >> 64 >= (pri << 64 | seq):
+            return [NONE_BETTER]
+        job_id, deadline = self._reserve(job, conn, now)
+        return _reserved(job_id, job.body, deadline)
 
     def cancel(self, rid: int) -> bool:
         """Withdraw a waiting reserve (the serving process timed it out or was served elsewhere).

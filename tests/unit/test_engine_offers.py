@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from engine_helpers import Q, found, reserved, served
 
-from shardq.engine.engine import FINAL, OFFER, WAITING
+from shardq.engine.engine import FINAL, NONE_BETTER, OFFER, RESERVED, WAITING
 from shardq.engine.job import NS, State
 from shardq.protocol import proto
 
@@ -135,3 +135,47 @@ def test_cancel_does_not_touch_a_job_already_offered(q: Q) -> None:
     assert q.e.jobs[job].state == State.OFFERED
     q.e.decline(5, job, q.now)
     assert q.state(job) == "ready"
+
+
+# The two halves of a reserve over the hosted shard and one other (serving/cross.py,
+# `reserve_against_home`): the hosted shard's best job offered with no waiter left behind,
+# and the other shard's reserve of a job only if it comes before that offer.
+
+
+def test_offer_best_offers_the_best_job_and_leaves_no_waiter_when_none_is_ready(q: Q) -> None:
+    assert q.e.offer_best(5, ("a", "b"), q.now) is None
+    assert not q.e.waiters
+    later = q.put("b", pri=2, seq=30)
+    best = q.put("a", pri=1, seq=40)
+    payload = q.e.offer_best(5, ("a", "b"), q.now)
+    assert payload is not None and payload[:3] == [OFFER, reserved(best), best]
+    assert (payload[4], payload[5]) == (1, 40)  # its priority and put order
+    assert q.e.jobs[best].state == State.OFFERED and q.state(later) == "ready"
+
+
+@pytest.mark.parametrize(
+    ("pri", "seq", "wins"),
+    [(5, 11, True), (5, 9, False), (6, 1, True), (4, 99, False), (5, 10, False)],
+)
+def test_reserve_better_reserves_only_a_job_that_comes_before_the_bound(
+    q: Q, pri: int, seq: int, wins: bool
+) -> None:
+    """The job here has priority 5, put at 10; the other shard offered (pri, seq)."""
+    job = q.put(pri=5, ttr=9, seq=10)
+    payload = q.e.reserve_better(7, ("default",), q.now, pri, seq)
+    if wins:
+        assert payload == [RESERVED, reserved(job), job, q.now + 9 * NS]
+        stats = q.stats_job(job)
+        assert (stats["state"], stats["reserves"]) == ("reserved", "1")
+    else:
+        assert payload == [NONE_BETTER]
+        assert q.state(job) == "ready" and q.stats_job(job)["reserves"] == "0"
+    assert not q.e.waiters  # never a waiter
+
+
+def test_reserve_better_with_nothing_ready_answers_none_better_and_waits_for_nothing(
+    q: Q,
+) -> None:
+    assert q.e.reserve_better(7, ("default",), q.now, 5, 10) == [NONE_BETTER]
+    assert not q.e.waiters
+    assert q.stats_tube()["current-waiting"] == "0"

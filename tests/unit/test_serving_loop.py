@@ -26,20 +26,21 @@ from shardq.processes.serving import handlers
 from shardq.processes.serving.conn import BUSY, CLOSED, COORDINATOR, Conn
 from shardq.processes.serving.loop import ServingProcess
 from shardq.processes.shard import ops
+from shardq.processes.shard.core import ShardCore
 from shardq.processes.supervision.children import serving_settings
 from shardq.protocol import commands as c
 from shardq.protocol import proto
 from shardq.protocol.stats_keys import CMD_KEYS
 
 
-def make_serving(tmp_path: Path, shards: int) -> ServingProcess:
+def make_serving(tmp_path: Path, shards: int, hosted: ShardCore | None = None) -> ServingProcess:
+    """A serving process of `shards` (hosting `hosted`, if given) with no peer started."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     config = load_config("", {"shards": shards, "serving": 1})
     settings = serving_settings(config, str(tmp_path), 0, (listener.detach(), -1, -1))
-    serving_proc = ServingProcess(settings)
-    return serving_proc
+    return ServingProcess(settings, hosted)
 
 
 def shut(a: ServingProcess) -> None:

@@ -82,6 +82,7 @@ class Conn:
         "leaving",
         "moves",
         "handshaking",
+        "offered",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -102,6 +103,9 @@ class Conn:
         self.worker = False
         self.eof = False  # the client closed its side: no more input will come
         self.waiting: CrossReserve | int | None = None  # a reserve in progress (rid or cross)
+        #: the hosted shard's job offered to its reserve while another shard is asked for a
+        #: better one (serving/cross.py, `reserve_against_home`)
+        self.offered: Offer | None = None
         self.shards: set[int] = set()  # shards that may hold its reservations or waiters
         self.events = 0  # the selector events it is registered for (0: not registered)
         self.paused = False  # not read from: its unparsed input passed the bound

@@ -16,7 +16,7 @@ from shardq.engine.job import NS
 from shardq.engine.reserve import Final, Offer, Reserved
 from shardq.processes.serving.conn import CLOSED, Conn, CrossReserve
 from shardq.processes.shard import ops
-from shardq.processes.shard.ops import DisconnectArgs, JobArg, ReserveArgs
+from shardq.processes.shard.ops import BetterArgs, DisconnectArgs, JobArg, ReserveArgs
 from shardq.protocol import proto
 
 if TYPE_CHECKING:
@@ -43,6 +43,8 @@ def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
             return
         conn.waiting = self.request(shard, ops.RESERVE, conn, args, self.on_reserved)
         return
+    if len(by_shard) == 2 and self.reserve_against_home(conn, by_shard, now):
+        return
     cross = CrossReserve(conn)
     cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
     if soon_at is not None and (timeout_at is None or soon_at <= timeout_at):
@@ -54,6 +56,46 @@ def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
         cross.tubes[rid] = tubes
         cross.live.add(rid)
         self.cross[rid] = cross
+
+
+def reserve_against_home(
+    self: ServingProcess, conn: Conn, by_shard: dict[int, list[str]], now: int
+) -> bool:
+    """A reserve over the hosted shard and one other, when the hosted one has a job ready:
+    that job is offered here at once, and the other shard is asked to reserve its best
+    only if it comes first (RESERVE_BETTER) — one request and its answer, where the offer
+    protocol takes an offer from each shard and an accept or decline (docs/ARCHITECTURE.md,
+    "Offers"). False: no job ready at home (or its shard holds reserves back), so the
+    reserve may have to wait, which the offer protocol does."""
+    home = self.hosted_index
+    if home not in by_shard or self.outq.get(home):
+        return False
+    assert self.hosted is not None
+    offer = self.hosted.core.offer_local(conn.id, tuple(by_shard[home]), now)
+    if offer is None:
+        return False
+    conn.offered = Offer._make(offer)
+    ((other, tubes),) = [(shard, t) for shard, t in by_shard.items() if shard != home]
+    args = BetterArgs(tubes, conn.offered.pri, conn.offered.seq)
+    conn.waiting = self.request(other, ops.RESERVE_BETTER, conn, args, self.on_better)
+    return True
+
+
+def on_better(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> None:
+    """RESERVE_BETTER's answer: engine.Reserved (the other shard's job came first: the
+    hosted offer goes back), or [NONE_BETTER] or a failure (the hosted offer is taken)."""
+    offer, conn.offered, conn.waiting = conn.offered, None, None
+    assert offer is not None and self.hosted is not None
+    now = time.monotonic_ns()
+    taken = len(payload) != len(Reserved._fields)
+    self.hosted.core.settle_local(conn.id, offer.job_id, taken, now)
+    if taken:
+        conn.reserved[offer.job_id] = now + offer.ttr  # TTR starts now
+        self.reply(conn, offer.reply)
+    else:
+        _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
+        conn.reserved[job_id] = deadline
+        self.reply(conn, reply)
 
 
 def reserve_hosted(self: ServingProcess, conn: Conn, args: ReserveArgs, now: int) -> None:
@@ -82,7 +124,7 @@ def reserve_at_eof(self: ServingProcess, conn: Conn) -> None:
         if len(waiting.answered) == len(waiting.rids):  # settled with no offer: waits
             self.finish_cross(waiting, proto.TIMED_OUT)
         return  # still collecting first answers: settle_cross decides
-    if waiting is not None:
+    if waiting is not None and conn.offered is None:  # (RESERVE_BETTER: answered at once)
         # withdraw the waiter; requests to a shard are ordered, so its answer comes
         # first if it served the reserve, else CANCELLED (on_reserved: TIMED_OUT)
         target = self.inflight[waiting][0] if waiting in self.inflight else self.hosted_index

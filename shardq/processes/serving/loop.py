@@ -67,6 +67,8 @@ class ServingProcess(ServingState):
     decline_stray = peers.decline_stray
     do_reserve = cross.do_reserve
     reserve_hosted = cross.reserve_hosted
+    reserve_against_home = cross.reserve_against_home
+    on_better = cross.on_better
     on_reserved = cross.on_reserved
     on_cross = cross.on_cross
     settle_cross = cross.settle_cross

@@ -25,22 +25,18 @@ from shardq.processes.common import live, outofmemory, quota
 from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
-from shardq.processes.shard.holding import Answered, Holding, Outbox
+from shardq.processes.shard.direct import LOCAL_PEER, Direct
+from shardq.processes.shard.holding import Answered, Outbox
 from shardq.processes.shard.logfault import LogFault
-from shardq.processes.shard.ops import ReserveArgs
 from shardq.processes.shard.optable import OPS, Payload
 from shardq.processes.shard.settling import Settling
-from shardq.protocol import proto
-from shardq.protocol.replies import put_reply
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
 
 log = logging.getLogger(__name__)
 
-LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
 
-
-class ShardCore(Holding):
+class ShardCore(Direct):
     """The engine of one shard with its logs; knows which peer waits for which reserve."""
 
     def __init__(
@@ -182,73 +178,6 @@ class ShardCore(Holding):
         ):
             return False
         return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
-
-    def put_local(
-        self,
-        job_id: int,
-        seq: int,
-        tube: str,
-        pri: int,
-        delay: int,
-        ttr: int,
-        body: bytes,
-        now: int,
-    ) -> bytes:
-        """A put from the hosting serving process's fast path (serving/home.py): the
-        client's reply. As `run` does for PUT, without a request to unpack."""
-        if not self.admit(tube, len(body)):
-            return proto.OUT_OF_MEMORY
-        try:
-            return put_reply(job_id, self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
-        except Exception as e:  # one bad request must not take the shard down
-            return self.failure(ops.PUT, 0, e)
-
-    def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
-        """A delete from the hosting serving process's fast path: the client's reply."""
-        try:
-            return self.engine.delete(conn, job_id, now)
-        except Exception as e:  # one bad request must not take the shard down
-            return self.failure(ops.DELETE, 0, e)
-
-    def reserve_local(
-        self,
-        conn: int,
-        rid: int,
-        tubes: tuple[str, ...],
-        now: int,
-        timeout_at: int | None,
-        soon_at: int | None,
-    ) -> Payload | None:
-        """A reserve from the hosting serving process (serving/home.py, cross.py): its
-        payload now, or None when it waits (answered later as an event under `rid`). As
-        `apply` does for RESERVE, without a request to unpack."""
-        if self.settling is not None or self.closing.holds:
-            args = ReserveArgs(list(tubes), timeout_at, soon_at, False)
-            reply = self.handle(LOCAL_PEER, Request(ops.RESERVE, rid, conn, args), now)
-            if reply is None:
-                return None
-            _rid, held = reply
-            return held
-        try:
-            payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
-        except Exception as e:  # one bad request must not take the shard down
-            return self.failed(ops.RESERVE, rid, e)
-        if payload is None:
-            self.waiting_peer[rid] = LOCAL_PEER
-        return payload
-
-    def failure(self, op: int, rid: int, error: Exception) -> bytes:
-        """The client's reply to a request that raised: INTERNAL_ERROR, or OUT_OF_MEMORY
-        when memory ran out (what beanstalkd answers then)."""
-        if isinstance(error, MemoryError):
-            outofmemory.note(f"shard {self.index}: a request, answered OUT_OF_MEMORY")
-            return proto.OUT_OF_MEMORY
-        log.error("shard %d: %r failed", self.index, (op, rid), exc_info=error)
-        return proto.INTERNAL_ERROR
-
-    def failed(self, op: int, rid: int, error: Exception) -> Payload:
-        """The payload for a request that raised, in the op's reply shape (`Op.fail`)."""
-        return OPS[op].fail(self.failure(op, rid, error))
 
     def apply(self, peer: bytes, req: Request, now: int) -> Payload | None:
         """Dispatch through the op's declaration (ops.py); an op that hands out a job

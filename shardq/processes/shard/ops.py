@@ -91,7 +91,7 @@ def op_reserve(
     return payload
 
 
-def reserve_takes(e: Engine, a: ReserveArgs) -> Sequence[str]:
+def reserve_takes(e: Engine, a: ReserveArgs | BetterArgs) -> Sequence[str]:
     """The tubes a reserve would take from: its watch list."""
     return a.tubes
 
@@ -133,6 +133,25 @@ def job_takes(e: Engine, a: JobArg) -> Sequence[str]:
 
 
 RESERVE_JOB = declare(6, "RESERVE_JOB", JobArg, op_reserve_job, held=job_takes, fail=final)
+
+
+class BetterArgs(NamedTuple):
+    """A reserve over this shard and the asking serving process's hosted one, which has
+    offered it a job of priority `pri` put at `seq` (serving/cross.py)."""
+
+    tubes: list[str]
+    pri: int
+    seq: int
+
+
+def op_reserve_better(e: Engine, conn: int, a: BetterArgs, now: int) -> Payload:
+    """engine.Reserved if a job here comes first, else [NONE_BETTER]; never a waiter."""
+    return e.reserve_better(conn, tuple(a.tubes), now, a.pri, a.seq)
+
+
+RESERVE_BETTER = declare(
+    30, "RESERVE_BETTER", BetterArgs, op_reserve_better, held=reserve_takes, fail=final
+)
 
 
 class DeleteArgs(NamedTuple):

@@ -1,0 +1,123 @@
+"""The hosting serving process's direct calls into its shard: the fast path's put, delete
+and reserve (serving/home.py), and the hosted half of a reserve over two shards
+(serving/cross.py, `reserve_against_home`): an offer of the hosted shard's best job, then
+its acceptance or its return. Each is what `ShardCore.apply` does for its op, without a
+request to unpack, and answers a failure as the op's reply would."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from shardq.cluster.wire import Request
+from shardq.processes.common import outofmemory
+from shardq.processes.shard import ops
+from shardq.processes.shard.holding import Answered, Holding
+from shardq.processes.shard.ops import ReserveArgs
+from shardq.processes.shard.optable import OPS, Payload
+from shardq.protocol import proto
+from shardq.protocol.replies import put_reply
+
+log = logging.getLogger("shardq.processes.shard.core")
+
+LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
+
+
+class Direct(Holding):
+    """ShardCore's direct calls (a mixin: the attributes are ShardCore's)."""
+
+    if TYPE_CHECKING:
+
+        def admit(self, tube: str, body_len: int) -> bool: ...
+
+        def handle(self, peer: bytes, req: Request, now: int) -> Answered | None: ...
+
+    def put_local(
+        self,
+        job_id: int,
+        seq: int,
+        tube: str,
+        pri: int,
+        delay: int,
+        ttr: int,
+        body: bytes,
+        now: int,
+    ) -> bytes:
+        """A put from the hosting serving process's fast path (serving/home.py): the
+        client's reply. As `run` does for PUT, without a request to unpack."""
+        if not self.admit(tube, len(body)):
+            return proto.OUT_OF_MEMORY
+        try:
+            return put_reply(job_id, self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failure(ops.PUT, 0, e)
+
+    def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
+        """A delete from the hosting serving process's fast path: the client's reply."""
+        try:
+            return self.engine.delete(conn, job_id, now)
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failure(ops.DELETE, 0, e)
+
+    def reserve_local(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+    ) -> Payload | None:
+        """A reserve from the hosting serving process (serving/home.py, cross.py): its
+        payload now, or None when it waits (answered later as an event under `rid`). As
+        `apply` does for RESERVE, without a request to unpack."""
+        if self.settling is not None or self.closing.holds:
+            args = ReserveArgs(list(tubes), timeout_at, soon_at, False)
+            reply = self.handle(LOCAL_PEER, Request(ops.RESERVE, rid, conn, args), now)
+            if reply is None:
+                return None
+            _rid, held = reply
+            return held
+        try:
+            payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
+        except Exception as e:  # one bad request must not take the shard down
+            return self.failed(ops.RESERVE, rid, e)
+        if payload is None:
+            self.waiting_peer[rid] = LOCAL_PEER
+        return payload
+
+    def failure(self, op: int, rid: int, error: Exception) -> bytes:
+        """The client's reply to a request that raised: INTERNAL_ERROR, or OUT_OF_MEMORY
+        when memory ran out (what beanstalkd answers then)."""
+        if isinstance(error, MemoryError):
+            outofmemory.note(f"shard {self.index}: a request, answered OUT_OF_MEMORY")
+            return proto.OUT_OF_MEMORY
+        log.error("shard %d: %r failed", self.index, (op, rid), exc_info=error)
+        return proto.INTERNAL_ERROR
+
+    def failed(self, op: int, rid: int, error: Exception) -> Payload:
+        """The payload for a request that raised, in the op's reply shape (`Op.fail`)."""
+        return OPS[op].fail(self.failure(op, rid, error))
+
+    def offer_local(self, conn: int, tubes: tuple[str, ...], now: int) -> list[Any] | None:
+        """The hosted half of a reserve over two shards: the best ready job of these tubes,
+        offered to `conn` (engine.Offer's fields), or None — none ready, or the shard
+        settles or holds tubes (the reserve then takes the offer protocol, which waits)."""
+        if self.settling is not None or self.closing.holds:
+            return None
+        try:
+            return self.engine.offer_best(conn, tubes, now)
+        except Exception as e:  # one bad request must not take the shard down
+            self.failure(ops.RESERVE, 0, e)
+            return None
+
+    def settle_local(self, conn: int, job_id: int, take: bool, now: int) -> None:
+        """The offer of `offer_local` taken (`take`: reserved by `conn`, its TTR from now)
+        or given back to its place, as ACCEPT and DECLINE do."""
+        try:
+            if take:
+                self.engine.accept(conn, job_id, now)
+            else:
+                self.engine.decline(conn, job_id, now)
+        except Exception as e:  # one bad request must not take the shard down
+            self.failure(ops.ACCEPT if take else ops.DECLINE, 0, e)

@@ -1,0 +1,111 @@
+"""A reserve over the hosted shard and one other (serving/cross.py, `reserve_against_home`).
+
+When the hosted shard has a job ready, it is offered at once in process and the other shard
+gets one RESERVE_BETTER naming that job's priority and put order; its answer settles the
+reserve (its own job, reserved there, or none better: the hosted offer is taken). With
+nothing ready at home the reserve takes the offer protocol, which can wait. A serving
+process hosting shard 0 is built in process, with no peer: what it would send to shard 1 is
+read from its queue and shard 1's answers are fed to `on_replies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_serving_loop import conn, make_serving, sent, shut, tube_on
+
+from shardq.cluster.wire import Reply
+from shardq.engine.engine import NONE_BETTER, RESERVED
+from shardq.engine.job import NS, State
+from shardq.processes.serving.conn import CLOSED, Conn
+from shardq.processes.serving.loop import ServingProcess
+from shardq.processes.shard import ops
+from shardq.processes.shard.core import ShardCore
+from shardq.protocol import proto
+
+HOME_JOB = 3  #: a job of the hosted shard 0 (ids of shard 1: 1025..2048)
+
+
+@pytest.fixture
+def hosting(tmp_path: Path) -> Iterator[ServingProcess]:
+    a = make_serving(tmp_path, 2, ShardCore(0, True))
+    a.ids.load([(1, 1)])  # ids 1025..2048 live on shard 1
+    yield a
+    shut(a)
+
+
+def put_home(a: ServingProcess, pri: int = 5, seq: int = 10) -> None:
+    assert a.hosted is not None
+    a.hosted.core.put_local(HOME_JOB, seq, tube_on(0), pri, 0, 60, b"home", 1)
+
+
+def reserving(a: ServingProcess) -> tuple[Conn, int]:
+    """A connection watching a tube of each shard reserves; the rid of its one request."""
+    k = conn(a, 7)
+    k.watch = [tube_on(0), tube_on(1)]
+    a.do_reserve(k, None)
+    assert sent(a, 0) == []  # the hosted shard was asked in process
+    (better,) = sent(a, 1)
+    assert better.op == ops.RESERVE_BETTER
+    assert ops.BetterArgs._make(better.args) == ([tube_on(1)], 5, 10)
+    return k, better.rid
+
+
+def home_state(a: ServingProcess) -> State:
+    assert a.hosted is not None
+    return a.hosted.core.engine.jobs[HOME_JOB].state
+
+
+def test_none_better_there_takes_the_hosted_offer(hosting: ServingProcess) -> None:
+    a = hosting
+    put_home(a)
+    k, rid = reserving(a)
+    assert home_state(a) == State.OFFERED and not k.out
+    a.on_replies([Reply(rid, [NONE_BETTER])])
+    assert bytes(k.out) == proto.job_reply(b"RESERVED", HOME_JOB, b"home")
+    assert home_state(a) == State.RESERVED and HOME_JOB in k.reserved
+    assert k.waiting is None and k.offered is None
+    assert sent(a, 1) == []  # nothing more for the other shard: no accept, no decline
+
+
+def test_a_better_job_there_is_reserved_there_and_the_hosted_offer_goes_back(
+    hosting: ServingProcess,
+) -> None:
+    a = hosting
+    put_home(a)
+    k, rid = reserving(a)
+    there = proto.job_reply(b"RESERVED", 1030, b"there")
+    a.on_replies([Reply(rid, [RESERVED, there, 1030, 99 * NS])])
+    assert bytes(k.out) == there
+    assert k.reserved == {1030: 99 * NS}
+    assert home_state(a) == State.READY  # back in its place, for the next reserve
+    assert sent(a, 1) == []
+
+
+def test_nothing_ready_at_home_takes_the_offer_protocol(hosting: ServingProcess) -> None:
+    a = hosting
+    k = conn(a, 7)
+    k.watch = [tube_on(0), tube_on(1)]
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    assert r0.op == r1.op == ops.RESERVE
+    assert ops.ReserveArgs._make(r1.args).offer is True
+    assert k.offered is None
+
+
+def test_a_connection_that_closes_meanwhile_gives_the_hosted_offer_back(
+    hosting: ServingProcess,
+) -> None:
+    a = hosting
+    put_home(a)
+    k, rid = reserving(a)
+    a.close(k)
+    assert k.phase is CLOSED
+    assert a.hosted is not None
+    a.run_hosted(a.hosted)  # the hosted shard applies the close's DISCONNECT
+    assert home_state(a) == State.READY
+    assert ops.DISCONNECT in [r.op for r in sent(a, 1)]  # shard 1 gives back what it took
+    a.on_replies([Reply(rid, [NONE_BETTER])])  # the late answer changes nothing
+    assert home_state(a) == State.READY
