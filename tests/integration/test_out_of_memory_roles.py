@@ -108,12 +108,13 @@ def test_the_workq_front_end_out_of_memory_answers_it_and_serves_on(
     """The Workq front-end keeps every job's payload (its registry): capped, the add it
     cannot hold is answered Workq's out-of-memory error, and it goes on."""
     server = workq_server(1, wal_args(tmp_path / "wal") if durable else ())
-    pids = role_pids(server.proc.pid)
-    capped = pids["workq"]
     keeper = Workq(server.workq)
     kept = [new_id() for _ in range(20)]
     for ident in kept:
         assert add(keeper, ident, "small", b"hello") == b"+OK\r\n"
+    # answered: the front-end runs, under its name (the port is bound before it starts)
+    pids = role_pids(server.proc.pid)
+    capped = pids["workq"]
     cap_above_now(capped)
 
     producer = Workq(server.workq)
@@ -159,11 +160,12 @@ def test_the_kestrel_front_end_out_of_memory_answers_it_and_serves_on(
     short for is answered memcached's out-of-memory error (and closed: its stream cannot
     be followed), the others' items are stored, and it goes on."""
     server = kestrel_server(1, wal_args(tmp_path / "wal") if durable else ())
-    pids = role_pids(server.proc.pid)
-    capped = pids["kestrel"]
     keeper = Raw(server.kestrel)
     for _ in range(20):
         assert keeper.ask(b"set kept 0 3600 5\r\nhello\r\n") == b"STORED\r\n"
+    # answered: the front-end runs, under its name (the port is bound before it starts)
+    pids = role_pids(server.proc.pid)
+    capped = pids["kestrel"]
     cap_above_now(capped, 16 * 1024)
 
     head = b"set big 0 3600 %d\r\n" % len(BODY)
