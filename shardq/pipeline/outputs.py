@@ -11,6 +11,7 @@ import csv
 import io
 from operator import itemgetter
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -32,10 +33,14 @@ def write_all(
     report's throughput charts count `events` in bins of `bin_s` seconds (`report.bin_seconds`
     of their span), so a short run is drawn as a line, not a dot per minute."""
     out = out.rstrip("/")
-    collected = tubes.collect()  # one row per tube: computed once, written three ways
-    rows = [r.asDict() for r in collected]
-    small = spark.createDataFrame(collected, tubes.schema).coalesce(1)
-    small.write.mode("overwrite").parquet(f"{out}/tubes.parquet")
+    # One row per tube: computed once, written three ways. Kept in the JVM's cache, not
+    # sent back from Python rows (`createDataFrame` would start a Python worker for them).
+    tubes = tubes.persist(StorageLevel.MEMORY_ONLY)
+    try:
+        rows = [r.asDict() for r in tubes.collect()]
+        tubes.coalesce(1).write.mode("overwrite").parquet(f"{out}/tubes.parquet")
+    finally:
+        tubes.unpersist()
     series.write.mode("overwrite").parquet(f"{out}/minutes.parquet")
     write_text(spark, f"{out}/tubes.csv", to_csv(rows))
     chart = chart_series(events, rows, bin_s)

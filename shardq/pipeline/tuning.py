@@ -10,7 +10,13 @@ work after 11 s of start-up. So, when the input is local and its size known:
   `MIN_PARTITIONS`, at most Spark's 200;
 * on a local master (none given, or ``local[...]``): no web UI (`shardq analyze` is a batch
   command; `-V` keeps it), and below `SMALL_INPUT` bytes a driver JVM that starts fast
-  (C1 compiler only, serial GC) rather than one tuned for hours of work.
+  (C1 compiler only, serial GC) rather than one tuned for hours of work;
+* below `SMALL_QUERIES` bytes on a local master, queries planned and run as plainly as
+  Spark can (`PLAIN_QUERIES`): one shuffle partition, no adaptive re-planning, and
+  expressions interpreted instead of compiled to Java (no Janino, whose compilation in a
+  C1-only JVM costs more than a few MB of events take to interpret). The outputs are the
+  same; 1,000 events took ≈ 4 s less CPU (docs/BENCHMARKS.md, "A small input in a few
+  seconds"); at 90k events (12 MB) they were no clear gain.
 
 A master URL given (a cluster) or input behind a URI (hdfs://, s3a://) keeps Spark's
 defaults, except what the user's own spark-defaults.conf says.
@@ -31,6 +37,16 @@ MAX_PARTITIONS = 200  #: Spark's own default
 SMALL_INPUT = 256 << 20
 #: The driver JVM's flags for a small local run (what the pipeline tests use).
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: Below this much input a local run gets `PLAIN_QUERIES`.
+SMALL_QUERIES = 4 << 20
+#: Session settings for a local input below `SMALL_QUERIES`: a query's fixed cost, not
+#: its data, is what such a run pays for.
+PLAIN_QUERIES = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 
 
 @dataclass
@@ -83,4 +99,6 @@ def tuning_for(paths: list[str], master: str | None, verbose: int = 0) -> Tuning
             tuning.conf["spark.ui.enabled"] = "false"
         if size < SMALL_INPUT:
             tuning.jvm = FAST_JVM
+        if size < SMALL_QUERIES:
+            tuning.conf.update(PLAIN_QUERIES)
     return tuning

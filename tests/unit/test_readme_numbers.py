@@ -188,8 +188,8 @@ FIGURES = [
     ),
     Figure(
         "analyze, the floor: 1,000 events",
-        r"fixed cost \(≈ (\d+) s of CPU for 1,000 events\)",
-        "Spark's settings sized to the input",
+        r"fixed cost \(≈ ([\d.]+) s of CPU for 1,000 events\)",
+        "A small input in a few seconds",
         r"the floor \| [^|]* \| \*\*([\d.]+) s\*\* \|",
     ),
     Figure(
