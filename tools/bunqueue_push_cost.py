@@ -20,9 +20,9 @@ import time
 
 import msgpack
 
+from shardq.processes.common.collector import GC_THRESHOLDS
 from shardq.processes.frontends.bunqueue.registry import Registry
 from shardq.processes.frontends.bunqueue.tubes import now_ms, put_of
-from shardq.processes.supervision.child import GC_THRESHOLDS
 from shardq.protocol import bunqueue as b
 from shardq.protocol import bunqueue_args as a
 from shardq.protocol.reader import ReplyReader

@@ -16,7 +16,7 @@ import sys
 import time
 
 from shardq.engine.engine import Engine
-from shardq.processes.supervision.child import GC_THRESHOLDS
+from shardq.processes.common.collector import GC_THRESHOLDS
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

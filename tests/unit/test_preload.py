@@ -1,7 +1,7 @@
 """What the supervisor does before its first fork (`children.preload`), which decides how
 soon a fresh server answers (issue 22, item 9): it imports what the roles that will run
 need and nothing else, and keeps the garbage collector off until a child runs, which turns
-it on again (`child.tune_gc`).
+it on again (`collector.tune`).
 
 Each check runs in a fresh interpreter: what a process has imported is process-wide.
 """
@@ -16,12 +16,12 @@ from helpers import REPO_ROOT
 
 PROBE = """
 import gc, json, sys
-from shardq.processes.supervision import child
+from shardq.processes.common import collector
 from shardq.processes.supervision.children import preload
 preload(ROLES)
 seen = {"modules": sorted(m for m in sys.modules if m.startswith("shardq.processes")),
         "gc_after_preload": gc.isenabled()}
-child.tune_gc()
+collector.tune()
 seen["gc_in_child"] = gc.isenabled()
 seen["thresholds"] = list(gc.get_threshold())
 print(json.dumps(seen))

@@ -22,6 +22,21 @@ import gc
 
 YOUNG_SINCE = 1  #: index, in gc.get_count(), of the young collections since the last middle one
 
+#: Cyclic-GC thresholds of the server processes. Every job is a tracked object, so with
+#: Python's default (700, 10, 10) the young collections run every few hundred commands and
+#: the middle one re-walks everything recently put; measured with `shardq bench -w put -c 50
+#: --pipeline 16 -P 2`: 32-44k ops/s with the default, 62-64k with these (docs/BENCHMARKS.md).
+GC_THRESHOLDS = (20_000, 20, 10)
+
+
+def tune() -> None:
+    """A child's start: collect less often, and never walk what exists at start-up
+    (modules, config); the supervisor forks with collection off (`preload`), so turn it
+    on again."""
+    gc.set_threshold(*GC_THRESHOLDS)
+    gc.freeze()
+    gc.enable()
+
 
 def settle() -> None:
     """Between two turns of a loop: after a young collection, collect what is not frozen

@@ -13,7 +13,6 @@ This is the one module that imports the roles (tests/unit/test_layers.py holds i
 from __future__ import annotations
 
 import ctypes
-import gc
 import logging
 import os
 import resource
@@ -23,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardq.log import setup as setup_logging
-from shardq.processes.common import live, memreport
+from shardq.processes.common import collector, live, memreport
 from shardq.processes.common.door import make_gate
 from shardq.processes.common.procname import label_of_comm, set_title
 from shardq.processes.common.settings import (
@@ -52,21 +51,6 @@ def die_with_parent() -> None:
         return
     if os.getppid() != int(os.environ.get("SHARDQ_SUPERVISOR_PID", os.getppid())):
         sys.exit(0)  # the supervisor died before prctl took effect
-
-
-#: Cyclic-GC thresholds of the server processes. Every job is a tracked object, so with
-#: Python's default (700, 10, 10) the young collections run every few hundred commands and
-#: the middle one re-walks everything recently put; measured with `shardq bench -w put -c 50
-#: --pipeline 16 -P 2`: 32-44k ops/s with the default, 62-64k with these (docs/BENCHMARKS.md).
-GC_THRESHOLDS = (20_000, 20, 10)
-
-
-def tune_gc() -> None:
-    """Collect less often, and never walk what exists at start-up (modules, config); the
-    supervisor forks with collection off (`preload`), so turn it on again."""
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.freeze()
-    gc.enable()
 
 
 def role_of_pid(pid: int) -> str | None:
@@ -163,7 +147,7 @@ def main(settings: RoleSettings) -> None:
     raise_fd_limit()
     log.info("started (pid %d)", os.getpid())
     log.debug("settings: %r", settings)
-    tune_gc()
+    collector.tune()
     set_yaml_style(common.stats_yaml)
     live.listen(label, common.run_dir)
     memreport.listen(label, common.run_dir)

@@ -104,7 +104,7 @@ def preload(roles: Iterable[str]) -> None:
     imported at all: a front-end that is off (Kestrel, Workq: ≈ 20 ms), and the metrics
     process, which imports its own (prometheus-client, http.server: ≈ 25 ms) after the fork
     while the others start: preloaded, they delayed a server's first answer by as much.
-    Collection stays off until the children run (each turns it on: `tune_gc`): the imports
+    Collection stays off until the children run (each turns it on: `collector.tune`): the imports
     make no garbage worth a pass, and the passes cost ≈ 7 % of them."""
     gc.disable()
     for role in sorted(set(roles)):
