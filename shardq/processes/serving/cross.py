@@ -93,9 +93,7 @@ def on_better(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> None:
         conn.reserved[offer.job_id] = now + offer.ttr  # TTR starts now
         self.reply(conn, offer.reply)
     else:
-        _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
-        conn.reserved[job_id] = deadline
-        self.reply(conn, reply)
+        self.on_reserved(conn, payload)  # the other shard's job, reserved there
 
 
 def reserve_hosted(self: ServingProcess, conn: Conn, args: ReserveArgs, now: int) -> None:
