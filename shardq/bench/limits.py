@@ -41,8 +41,13 @@ from shardq.processes.supervision.spawn import python_m
 NEAR_L = 0.75
 #: Load processes busy for this share of the CPU left to them are flagged "cpu".
 TOOL_BUSY = 0.90
-#: One request in flight: the tool's CPU at least this share of the server's flags "rt".
-RT_SHARE = 0.80
+#: One request in flight: the tool's CPU at least this share of the server's flags "rt" (the
+#: tool then takes at least a third of the CPU of each round trip). The stub, the cheapest
+#: Python server, gives 0.85 on a quiet machine and 0.78-0.86 beside the test suite's load
+#: (its CPU and the tool's drop by different amounts when both wait for a core): a cut at
+#: 0.80 sat inside that spread and left stub-against-stub pingpong unflagged on a loaded CI
+#: machine, so it sits well below it.
+RT_SHARE = 0.50
 #: Cores used by other processes during a cell above which its row is marked noisy.
 NOISY = 0.25
 

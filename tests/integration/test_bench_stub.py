@@ -158,6 +158,8 @@ def test_tool_limit_reasons_on_known_figures() -> None:
     # one request in flight: the tool's CPU against the server's
     assert reasons(_side(5_000, 0.3, 0.45, 1, 1), 20_000, 2) == ["rt"]
     assert reasons(_side(5_000, 0.99, 0.4, 1, 1), 20_000, 2) == []
+    # the stub beside other work (measured: 0.42 of a core, the tool 0.33), far below L
+    assert reasons(_side(38_268, 0.42, 0.33, 1, 1), 51_795, 2) == ["rt"]
 
 
 def test_the_report_says_when_the_machine_was_not_quiet() -> None:
