@@ -202,3 +202,38 @@ def test_a_connection_whose_pipeline_never_empties_still_moves_home(
     assert reserved.endswith(b"\r\nok\r\n"), reserved
     sock.close()
     other.close()
+
+
+def test_workers_whose_tubes_span_shards_spread_over_the_serving_processes(
+    shardq_server: Callable[..., object],
+) -> None:
+    """A worker watching tubes on both shards has no one home; it used to stay where it
+    landed, and every new connection lands at the home of ``default``, so all such workers
+    shared one process while the other idled. Each now moves to the process its port picks
+    (`handoff.spread_home`), the same whichever process accepted it, and is served there."""
+    from shardq.cluster.routing import mix32
+
+    srv = shardq_server(2, SERVING)
+    pids = srv.wait_all_children()
+    tubes = [tube_on_shard(s, 2, prefix="span-") for s in (0, 1)]
+    head = b"".join(b"watch %s\r\n" % t.encode() for t in tubes) + b"ignore default\r\n"
+    workers: dict[str, list[socket.socket]] = {"serving 0": [], "serving 1": []}
+    while min(len(w) for w in workers.values()) < 3:  # until both processes are picked
+        sock = connect(srv.port)
+        assert ask(sock, head + b"reserve-with-timeout 0\r\n", 4)[3] == b"TIMED_OUT\r\n"
+        workers[f"serving {mix32(sock.getsockname()[1]) % 2}"].append(sock)
+    for role, socks in workers.items():
+        for sock in socks:
+            poll_for(lambda sock=sock, role=role: holders(pids, sock) == {role})
+    producer = connect(srv.port)
+    for i, sock in enumerate(s for socks in workers.values() for s in socks):
+        tube = tubes[i % 2].encode()
+        assert ask(producer, b"use %s\r\nput 0 0 60 3\r\n%03d\r\n" % (tube, i), 2)[1].startswith(
+            b"INSERTED "
+        )
+        [reserved] = ask(sock, b"reserve-with-timeout 5\r\n")
+        assert reserved.startswith(b"RESERVED ") and reserved.endswith(b"\r\n%03d\r\n" % i)
+        job_id = reserved.split()[1]
+        assert ask(sock, b"delete %s\r\n" % job_id) == [b"DELETED\r\n"]
+    for sock in (producer, *(s for socks in workers.values() for s in socks)):
+        sock.close()

@@ -5,8 +5,9 @@ commands are cheapest where its tubes live: there they are applied in the same t
 no ZeroMQ hop. So a connection whose *home* shard is hosted by another serving process
 moves there, its socket passed over a unix datagram socket (SCM_RIGHTS) with what the new
 owner needs to go on (`wire.Handoff`). Its home: the shard of its used tube, or, once it
-has reserved (a worker), the one shard all its watched tubes are on (none if they span
-shards: it stays). Shards in processes of their own have no serving process: no move.
+has reserved (a worker), the one shard all its watched tubes are on (if they span shards,
+one of those chosen by the client's port: `spread_home`). Shards in processes of their
+own have no serving process: no move.
 
 A connection moves only at rest, so nothing of it is in flight anywhere: every reply
 written, no pipelined or waiting command, no job reserved, the parser between commands
@@ -41,7 +42,7 @@ import socket
 from typing import TYPE_CHECKING, NamedTuple
 
 from shardq.cluster import wire
-from shardq.cluster.routing import MAX_SERVING
+from shardq.cluster.routing import MAX_SERVING, mix32
 from shardq.processes.common.sockpath import socket_path
 from shardq.processes.serving.conn import CLOSED, IDLE, Conn
 from shardq.processes.shard import ops
@@ -119,14 +120,39 @@ def home_owner(self: ServingProcess, conn: Conn) -> int | None:
     """The serving process that hosts the connection's home shard, if it is another."""
     if conn.worker:
         shards = {self.shard_of(tube) for tube in conn.watch}
-        if len(shards) != 1:
-            return None
-        (home,) = shards
+        if len(shards) == 1:
+            (home,) = shards
+        else:
+            spread = spread_home(conn, [s for s in shards if s < self.serving])
+            if spread is None:
+                return None
+            home = spread
     else:
         home = self.shard_of(conn.use)
     if home >= self.serving or home == self.index:
         return None  # its own process, or a shard process: nowhere better to go
     return home
+
+
+def spread_home(conn: Conn, hosted: list[int]) -> int | None:
+    """The home of a worker whose watched tubes span shards: one of the shards among them
+    that a serving process hosts, chosen by the client's port, so such workers spread over
+    those processes (wherever they were accepted) instead of all staying where they landed
+    (every new connection starts at the home of ``default``). Its reserves cost the same
+    in any of them (a hop to the other shard); spread, they use every core. The port is
+    mixed (a kernel may hand out only even ports) and is the connection's own, so the
+    choice is the same in every process and a worker moves for it once. None: no such
+    shard, or no port (a unix socket)."""
+    if not hosted:
+        return None
+    try:
+        peer = conn.sock.getpeername()
+    except OSError:
+        return None
+    if not isinstance(peer, tuple):
+        return None
+    hosted.sort()
+    return hosted[mix32(peer[1]) % len(hosted)]
 
 
 def should_move(self: ServingProcess, conn: Conn) -> bool:
