@@ -16,20 +16,26 @@ EDITABLE := --config-settings editable_mode=compat
 EDITABLE_MARK := $(if $(wildcard $(VENV)/lib/python*/site-packages/__editable___shardq_*_finder.py),.FORCE)
 PYTEST_ARGS ?=
 
-.PHONY: .FORCE run test lint fmt venv test-venv bytecode beanstalkd java strace chromium clients php ruby node node-runtime bunqueue clean
+.PHONY: .FORCE run test test-pure lint fmt venv test-venv bytecode compiled beanstalkd java strace chromium clients php ruby node node-runtime bunqueue clean
 
-run: venv bytecode
+run: venv bytecode compiled
 	$(BIN)/shardq serve --config config/shardq.yaml
 
 # Phase 1: lint, format check and type check (mypy: [tool.mypy] in pyproject.toml), then
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
-test: test-venv bytecode beanstalkd java strace chromium clients loadcore bunqueue
+# Phase 3: the pure build (no compiled module, SHARDQ_PURE=1: shardq/compiled.py) through
+# the differential suite against beanstalkd, and the check of which build ran.
+test: test-venv bytecode compiled beanstalkd java strace chromium clients loadcore bunqueue
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -n auto -q -m "not spark" $(PYTEST_ARGS)
+	SHARDQ_BUILD=compiled $(BIN)/pytest -n auto -q -m "not spark" $(PYTEST_ARGS)
 	$(BIN)/pytest -q -m spark -p no:xdist $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-pure
+
+test-pure: test-venv bytecode beanstalkd
+	SHARDQ_PURE=1 SHARDQ_BUILD=pure $(BIN)/pytest -n auto -q tests/differential tests/integration/test_compiled.py $(PYTEST_ARGS)
 
 venv: $(STAMP)
 
@@ -38,7 +44,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml $(EDITABLE_MARK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e . $(EDITABLE)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[compile]' $(EDITABLE)
 	touch $(STAMP)
 
 test-venv: $(TEST_STAMP)
@@ -49,9 +55,15 @@ test-venv: $(TEST_STAMP)
 bytecode:
 	$(BIN)/python -m compileall -q shardq
 
+# The serving path's modules compiled by Cython (shardq/compiled.py says which and why),
+# built in place beside their sources; only what changed is built again.
+compiled: venv
+	@$(call apt_need,gcc,gcc,gcc)
+	$(BIN)/python tools/build_compiled.py
+
 $(TEST_STAMP): pyproject.toml $(EDITABLE_MARK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]' $(EDITABLE)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline,compile]' $(EDITABLE)
 	touch $(STAMP) $(TEST_STAMP)
 
 # $(call apt_need,COMMAND,PACKAGE,NAME): when COMMAND is missing, install PACKAGE with apt-get
@@ -141,6 +153,7 @@ fmt: test-venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache build *.egg-info
+	find shardq -name '*.so' -delete
 
 # Performance: the standard matrix against beanstalkd (A), shardq (B) and the stub (L), 3 rounds
 # row by row, a fresh server per cell, the load from the compiled core (shardq/bench/loadcore.c);

@@ -1,0 +1,75 @@
+"""Which modules are compiled, and the switch that runs the pure build instead.
+
+The serving path's modules below are compiled by Cython exactly as they are written: plain,
+mypy-checked Python, no Cython syntax, Python's semantics (`annotation_typing` off, so an
+annotation never becomes a type check). `make` builds them in place (`tools/build_compiled.py`:
+one extension module beside each .py, which Python imports first), and the same tree runs
+uncompiled where they are not built, or when ``SHARDQ_PURE=1`` is in the environment:
+`use_pure` then makes every shardq module load from its source, in this process and in
+every process it starts. `make test` runs the suite compiled and the differential suite a
+second time pure (`tests/integration/test_compiled.py` checks which build ran).
+
+What pays (docs/BENCHMARKS.md, "Compiling the serving path"): the fast path, the turn and
+the general path of the serving process and the hosted shard's shell; `bload -w mixed -c
+50`: 95.6k -> 107k ops/s (+11 %), multitube +10-13 %; in process (`tools/serving_cycle.py`)
+6.12 -> 5.12 µs a command. Not the engine: compiled, its put/reserve/delete cycle is slower
+(`tools/engine_cycle.py`: 3.89 -> 4.22 µs), so it stays pure.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from importlib.machinery import SOURCE_SUFFIXES, FileFinder, ModuleSpec, SourceFileLoader
+
+#: the environment variable that runs the pure build
+PURE_ENV = "SHARDQ_PURE"
+
+#: the modules `make` compiles (dotted names)
+COMPILED = (
+    "shardq.protocol.lines",
+    "shardq.protocol.parser",
+    "shardq.protocol.replies",
+    "shardq.cluster.wire",
+    "shardq.processes.shard.core",
+    "shardq.processes.shard.direct",
+    "shardq.processes.shard.optable",
+    "shardq.processes.shard.server",
+    "shardq.processes.serving.clients",
+    "shardq.processes.serving.conn",
+    "shardq.processes.serving.cross",
+    "shardq.processes.serving.handlers",
+    "shardq.processes.serving.home",
+    "shardq.processes.serving.ids",
+    "shardq.processes.serving.loop",
+    "shardq.processes.serving.peers",
+    "shardq.processes.serving.waiting",
+)
+
+
+class PureFinder:
+    """Finds shardq's modules as source (or its cached bytecode) only, never as an
+    extension module built beside it."""
+
+    @classmethod
+    def find_spec(
+        cls, fullname: str, path: Sequence[str] | None = None, target: object = None
+    ) -> ModuleSpec | None:
+        if not fullname.startswith("shardq.") or not path:
+            return None
+        for entry in path:
+            spec = FileFinder(entry, (SourceFileLoader, SOURCE_SUFFIXES)).find_spec(fullname)
+            if spec is not None:
+                return spec
+        return None
+
+
+def use_pure() -> None:
+    """Load every shardq module imported from now on from its source (idempotent)."""
+    if PureFinder not in sys.meta_path:
+        sys.meta_path.insert(0, PureFinder)
+
+
+def is_compiled(module: object) -> bool:
+    """Was this module loaded from an extension module (not from its source)?"""
+    return not str(getattr(module, "__file__", "")).endswith((".py", ".pyc"))
