@@ -11,9 +11,10 @@ second time pure (`tests/integration/test_compiled.py` checks which build ran).
 
 What pays (docs/BENCHMARKS.md, "Compiling the serving path"): the fast path, the turn and
 the general path of the serving process and the hosted shard's shell; `bload -w mixed -c
-50`: 95.6k -> 107k ops/s (+11 %), multitube +10-13 %; in process (`tools/serving_cycle.py`)
-6.12 -> 5.12 µs a command. Not the engine: compiled, its put/reserve/delete cycle is slower
-(`tools/engine_cycle.py`: 3.89 -> 4.22 µs), so it stays pure.
+50`: 93.4k -> 102.3k ops/s (+9.5 %), multitube +6 % (+14 % per CPU-second); in process
+(`tools/serving_cycle.py`) 6.12 -> 5.12 µs a command. Not the engine: compiled, its
+put/reserve/delete cycle is slower (`tools/engine_cycle.py`: 3.89 -> 4.22 µs), so it stays
+pure.
 """
 
 from __future__ import annotations
