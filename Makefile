@@ -3,9 +3,10 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# One venv, two installs, each redone whenever pyproject.toml changes: STAMP is the plain
-# package (what serving needs, as `pip install shardq`), TEST_STAMP adds the `test` and
-# `pipeline` extras (pytest, ruff, mypy, pyspark) for `make test`.
+# One venv, two installs, each redone whenever pyproject.toml changes: STAMP is the package
+# with the `compile` extra (what serving needs, as `pip install shardq`, plus Cython to build
+# the compiled modules: `make compiled`), TEST_STAMP adds the `test` and `pipeline` extras
+# (pytest, ruff, mypy, pyspark) for `make test`.
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 # The editable install as a plain path in a .pth file ("compat"), not setuptools' import

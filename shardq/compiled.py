@@ -71,6 +71,11 @@ def use_pure() -> None:
         sys.meta_path.insert(0, PureFinder)
 
 
+def source_path(name: str) -> str:
+    """The source file of a listed module, relative to the checkout's root."""
+    return "/".join(name.split(".")) + ".py"
+
+
 def is_compiled(module: object) -> bool:
     """Was this module loaded from an extension module (not from its source)?"""
     return not str(getattr(module, "__file__", "")).endswith((".py", ".pyc"))

@@ -15,18 +15,13 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from shardq.compiled import COMPILED, source_path
 
-from shardq.compiled import COMPILED  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Python's semantics exactly: no annotation becomes a C type or a type check, functions
 #: bind as methods when a class body takes them (the serving process's rooms).
 DIRECTIVES = {"language_level": 3, "annotation_typing": False, "binding": True}
-
-
-def sources() -> list[str]:
-    return [str(Path(*name.split(".")).with_suffix(".py")) for name in COMPILED]
 
 
 def main() -> int:
@@ -38,7 +33,7 @@ def main() -> int:
 
     os.chdir(ROOT)
     extensions = cythonize(
-        sources(),
+        [source_path(name) for name in COMPILED],
         build_dir="build/cython",
         compiler_directives=DIRECTIVES,
         nthreads=args.jobs,

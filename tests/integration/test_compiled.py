@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from shardq.compiled import COMPILED, PURE_ENV, is_compiled
+from shardq.compiled import COMPILED, PURE_ENV, is_compiled, source_path
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = os.environ.get("SHARDQ_BUILD")  # set by `make test` for each of its runs
 
 
 def source(name: str) -> Path:
-    return ROOT / Path(*name.split(".")).with_suffix(".py")
+    return ROOT / source_path(name)
 
 
 def built(name: str) -> list[Path]:

@@ -123,7 +123,7 @@ def home_owner(self: ServingProcess, conn: Conn) -> int | None:
         if len(shards) == 1:
             (home,) = shards
         else:
-            spread = spread_home(conn, [s for s in shards if s < self.serving])
+            spread = spread_home(conn, sorted(s for s in shards if s < self.serving))
             if spread is None:
                 return None
             home = spread
@@ -135,11 +135,12 @@ def home_owner(self: ServingProcess, conn: Conn) -> int | None:
 
 
 def spread_home(conn: Conn, hosted: list[int]) -> int | None:
-    """The home of a worker whose watched tubes span shards: one of the shards among them
-    that a serving process hosts, chosen by the client's port, so such workers spread over
-    those processes (wherever they were accepted) instead of all staying where they landed
-    (every new connection starts at the home of ``default``). Its reserves cost the same
-    in any of them (a hop to the other shard); spread, they use every core. The port is
+    """The home of a worker whose watched tubes span shards: one of `hosted` (those of its
+    shards that a serving process hosts, sorted), chosen by the client's port, so such
+    workers spread over those processes (wherever they were accepted) instead of all
+    staying where they landed (every new connection starts at the home of ``default``).
+    Its reserves cost the same in any of them (a hop to the other shard); spread, they use
+    every core. The port is
     mixed (a kernel may hand out only even ports) and is the connection's own, so the
     choice is the same in every process and a worker moves for it once. None: no such
     shard, or no port (a unix socket)."""
@@ -151,7 +152,6 @@ def spread_home(conn: Conn, hosted: list[int]) -> int | None:
         return None
     if not isinstance(peer, tuple):
         return None
-    hosted.sort()
     return hosted[mix32(peer[1]) % len(hosted)]
 
 
