@@ -5,11 +5,14 @@
     python tools/gen_events.py /tmp/ev90k --events 90000 --span 1800
     python tools/analyze_cpu.py /tmp/ev90k -n 3
     python tools/analyze_cpu.py /tmp/ev1k -n 3 --only tuned   # 1,000 events: the floor
+    python tools/analyze_cpu.py /tmp/ev1k -n 3 --only tuned,no-class-cache
 
 Each round runs `shardq analyze EVENTS --out NEW_DIR` in a child Python, once as it is and
 once with `tuning_for` replaced by one that returns no settings (Spark's defaults: 200
 shuffle partitions, the web UI, the JVM's default compilers and collector), the two
-alternating (tuned, defaults, tuned, …) so a machine that others load changes both alike.
+alternating (tuned, defaults, tuned, …) so a machine that others load changes both alike;
+`no-class-cache` (only with --only) runs it tuned but with Spark's classes from its jars
+(`--no-class-cache`), for the class-data archive's gain (shardq/pipeline/classdata.py).
 pyspark's JVM is not a child the driver waits for: this process makes itself the
 subreaper of everything it starts (prctl PR_SET_CHILD_SUBREAPER), so the orphaned JVM is
 reaped here and its CPU time counts in this process's children's usage. Prints, per variant
@@ -33,7 +36,7 @@ import time
 from shardq.pipeline.tuning import Tuning
 
 PR_SET_CHILD_SUBREAPER = 36
-VARIANTS = ("tuned", "defaults")
+VARIANTS = ("tuned", "defaults")  #: and "no-class-cache", with --only
 
 
 def become_subreaper() -> None:
@@ -77,6 +80,8 @@ def child(variant: str, argv: list[str]) -> int:
 
     if variant == "defaults":
         pipeline.tuning_for = no_tuning
+    if variant == "no-class-cache":  # tuned, Spark's classes from its jars
+        argv = [*argv, "--no-class-cache"]
     return pipeline.main(argv)
 
 
@@ -88,14 +93,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("events", nargs="+", help="event log files or directories")
     ap.add_argument("-n", type=int, default=3, help="rounds (each runs both variants)")
-    ap.add_argument("--only", choices=VARIANTS, help="run one variant only")
-    ap.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    ap.add_argument("--only", help=f"the variants to run, comma-separated: {VARIANTS}")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
+    if args.child:  # (any variant name: child() knows them)
         sys.exit(child(args.child, [*args.events, "--out", args.out]))
     become_subreaper()
-    variants = [args.only] if args.only else list(VARIANTS)
+    variants = args.only.split(",") if args.only else list(VARIANTS)
     runs: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     print(f"load before: {load()}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,12 +37,12 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make `shardq` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from pyspark import StorageLevel  # noqa: E402
+from pyspark import SparkContext, StorageLevel  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from shardq.log import setup as setup_logging  # noqa: E402
-from shardq.pipeline import metrics, outputs, report  # noqa: E402
+from shardq.pipeline import classdata, metrics, outputs, report  # noqa: E402
 from shardq.pipeline.progress import ProgressLine  # noqa: E402
 from shardq.pipeline.schema import SCHEMA  # noqa: E402
 from shardq.pipeline.tuning import tuning_for  # noqa: E402
@@ -293,12 +293,30 @@ def _jvm_output(log_file: Path | None, jvm: str = "") -> Iterator[None]:
             del os.environ["SPARK_SUBMIT_OPTS"]
 
 
+def class_data() -> classdata.ClassData | None:
+    """The class-data archive for the JVM this process is about to launch (None: the JVM
+    runs already, as under spark-submit)."""
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    import pyspark
+
+    spark_home = os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
+    return classdata.for_run(spark_home)
+
+
 def java_missing() -> bool:
     return shutil.which("java") is None and not os.environ.get("JAVA_HOME")
 
 
-def run_job(paths: list[str], out: str, master: str | None = None, verbose: int = 0) -> int:
-    """Run the whole job in a fresh or existing session; returns an exit status."""
+def run_job(
+    paths: list[str],
+    out: str,
+    master: str | None = None,
+    verbose: int = 0,
+    class_cache: bool = True,
+) -> int:
+    """Run the whole job in a fresh or existing session; returns an exit status.
+    `class_cache`: a JVM this launches maps Spark's classes from an archive (classdata.py)."""
     try:
         check_local_paths(paths)
         check_local_out(out)
@@ -315,9 +333,11 @@ def run_job(paths: list[str], out: str, master: str | None = None, verbose: int 
     status = EXIT_FAILED
     started = time.monotonic()
     tuning = tuning_for(paths, master, verbose)
-    log.debug("Spark settings for this input: %s %s", tuning.conf, tuning.jvm)
+    classes = class_data() if class_cache else None
+    jvm = f"{tuning.jvm} {classes.jvm_options()}".strip() if classes else tuning.jvm
+    log.debug("Spark settings for this input: %s %s", tuning.conf, jvm)
     try:
-        with _jvm_output(spark_log if quiet else None, tuning.jvm):
+        with _jvm_output(spark_log if quiet else None, jvm):
             spark = session(master, quiet, tuning.conf)
         startup_s = time.monotonic() - started
         log.info("Spark session up in %.1f s", startup_s)
@@ -349,13 +369,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "-V", "--verbose", dest="verbose", action="count", default=0, help="more logging"
     )
+    parser.add_argument(
+        "--no-class-cache",
+        dest="class_cache",
+        action="store_false",
+        help="load Spark's classes from its jars, not from the cached archive",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging("analyze", args.verbose)
-    return run_job(args.events, args.out, args.master, args.verbose)
+    return run_job(args.events, args.out, args.master, args.verbose, args.class_cache)
 
 
 if __name__ == "__main__":
