@@ -36,7 +36,8 @@ import time
 from shardq.pipeline.tuning import Tuning
 
 PR_SET_CHILD_SUBREAPER = 36
-VARIANTS = ("tuned", "defaults")  #: and "no-class-cache", with --only
+VARIANTS = ("tuned", "defaults")  #: what a round runs by default
+KNOWN = (*VARIANTS, "no-class-cache")  #: what --only may name
 
 
 def become_subreaper() -> None:
@@ -93,14 +94,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("events", nargs="+", help="event log files or directories")
     ap.add_argument("-n", type=int, default=3, help="rounds (each runs both variants)")
-    ap.add_argument("--only", help=f"the variants to run, comma-separated: {VARIANTS}")
+    ap.add_argument("--only", help=f"the variants to run, comma-separated: {KNOWN}")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:  # (any variant name: child() knows them)
+    if args.child:
         sys.exit(child(args.child, [*args.events, "--out", args.out]))
     become_subreaper()
     variants = args.only.split(",") if args.only else list(VARIANTS)
+    if unknown := set(variants) - set(KNOWN):
+        ap.error(f"--only: unknown variant(s) {', '.join(sorted(unknown))}; known: {KNOWN}")
     runs: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     print(f"load before: {load()}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -72,20 +72,26 @@ class ClassData:
         self.path = directory / f"{PREFIX}{key}{SUFFIX}"
 
     def whole(self) -> bool:
-        """Is the archive there and completely written (its header is written last)?"""
-        try:
-            with open(self.path, "rb") as f:
-                return any(f.read(HEADER_BYTES))
-        except OSError:
-            return False
+        return whole(self.path)
 
     def jvm_options(self) -> str:
+        """Map the archive if it is whole; else have the JVM write it (and drop the archives
+        made for another Java or Spark)."""
         if self.whole():
             return f"-XX:SharedArchiveFile={self.path} {QUIET}"
         for other in self.path.parent.glob(f"{PREFIX}*{SUFFIX}"):
-            if other != self.path:  # made for another Java or Spark
+            if other != self.path:
                 other.unlink(missing_ok=True)
         return f"-XX:ArchiveClassesAtExit={self.path} {QUIET}"
+
+
+def whole(path: Path) -> bool:
+    """Is this archive there and completely written (the JVM writes its header last)?"""
+    try:
+        with open(path, "rb") as f:
+            return any(f.read(HEADER_BYTES))
+    except OSError:
+        return False
 
 
 def for_run(spark_home: str, env: Mapping[str, str] = os.environ) -> ClassData | None:

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from shardq.pipeline import classdata
+from shardq.pipeline.classdata import PREFIX, SUFFIX
+
 from .conftest import REPO, require_spark, spark_env
 
 pytestmark = pytest.mark.spark
@@ -32,11 +35,7 @@ def analyze(events: Path, out: Path, cache: Path, *flags: str, opts: str = "") -
 
 
 def whole_archive(cache: Path) -> Path | None:
-    for path in cache.glob("spark-classes-*.jsa"):
-        with open(path, "rb") as f:
-            if any(f.read(16)):  # the JVM writes the header last
-                return path
-    return None
+    return next((p for p in cache.glob(f"{PREFIX}*{SUFFIX}") if classdata.whole(p)), None)
 
 
 def test_the_first_run_writes_the_archive_and_the_next_maps_it(tmp_path: Path) -> None:
