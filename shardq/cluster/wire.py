@@ -86,6 +86,7 @@ class Handoff(NamedTuple):
     producer: bool  #: counted in current-producers
     worker: bool  #: counted in current-workers
     pending: bytes  #: bytes read from the client and not yet parsed
+    output: bytes  #: replies not written yet: the new owner writes them (handoff.py)
     origin: int  #: the index of the serving process it comes from
     counted: bool  #: its tube references are held (under `origin`); else take them anew
     moves: int  #: how many times it has moved

@@ -78,7 +78,9 @@ def test_moved_references_are_forgotten_with_their_new_origin(q: Q) -> None:
 
 
 def test_handoff_record_round_trips() -> None:
-    state = wire.Handoff("t", ["t", "u"], True, False, b"put 0 0 1 1\r\n", 1, True, 2, 77)
+    state = wire.Handoff(
+        "t", ["t", "u"], True, False, b"put 0 0 1 1\r\n", b"OK\r\n", 1, True, 2, 77
+    )
     assert wire.unpack_handoff(wire.pack_handoff(state)) == state
     assert wire.unpack_handoff(wire.pack_answer(wire.TAKEN, 77)) == (wire.TAKEN, 77)
     assert wire.unpack_handoff(wire.pack_answer(wire.REFUSED, 77)) == (wire.REFUSED, 77)

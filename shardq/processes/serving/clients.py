@@ -69,13 +69,15 @@ def reply(self: ServingProcess, conn: Conn, data: bytes) -> None:
 
 
 def flush_output(self: ServingProcess) -> None:
+    """Write the turn's replies; a connection that moves home now takes its replies along
+    (handoff.move_home), so its client sees them only once it is there."""
     moves = self.serving > 1
     for conn in list(self.dirty):
-        self.write(conn)
         if conn.phase is CLOSING:
+            self.write(conn)
             self.close(conn)
-        elif moves and conn.away is not False:  # False: known to be at home (should_move)
-            self.move_home(conn)
+        elif not (moves and conn.away is not False and self.move_home(conn)):
+            self.write(conn)  # (away False: known to be at home, should_move)
     self.dirty.clear()
 
 

@@ -9,9 +9,16 @@ has reserved (a worker), the one shard all its watched tubes are on (if they spa
 one of those chosen by the client's port: `spread_home`). Shards in processes of their
 own have no serving process: no move.
 
-A connection moves only at rest, so nothing of it is in flight anywhere: every reply
-written, no pipelined or waiting command, no job reserved, the parser between commands
-(its unparsed bytes go along; bytes the client sends meanwhile wait in the socket). The
+A connection moves only at rest, so nothing of it is in flight anywhere: no pipelined or
+waiting command, no job reserved, the parser between commands (its unparsed bytes go
+along; bytes the client sends meanwhile wait in the socket). Its replies not written yet
+go along too, and the new owner writes them: a move is decided before a turn's output
+leaves (clients.flush_output), so the client sees its reply only once it is where it
+goes, and whatever the reply leads to (a `stats` from another connection, say) finds it
+counted there. Written first and moved after, it was in neither process's count for a
+moment the client could act in (a differential test saw 3 connections of 4 once in
+~90 runs on a loaded machine). Replies too long to go along are written here, and it
+moves after a later one. The
 new owner gives it a new id (its own origin, so a restart of either process forgets
 exactly its own connections) and moves its tube references to its origin (MOVE_REF); at
 accept time, when nothing was counted yet, it takes them anew. A connection moves at most
@@ -164,9 +171,9 @@ def should_move(self: ServingProcess, conn: Conn) -> bool:
 
 
 def at_rest(conn: Conn) -> bool:
+    """Nothing of it in flight (its unwritten replies may go along: hand_off)."""
     return (
         conn.phase is IDLE
-        and not conn.out
         and not conn.reserved
         and conn.waiting is None
         and conn.held is None
@@ -189,15 +196,17 @@ def hand_off(self: ServingProcess, conn: Conn, counted: bool = True) -> bool:
         conn.producer,
         conn.worker,
         pending,
+        bytes(conn.out),
         self.index,
         counted,
         conn.moves,
         conn.id,
     )
     data = wire.pack_handoff(state)
-    if len(data) > HANDOFF_BYTES:  # more tubes than a datagram holds: it stays
-        conn.away = False
-        return False
+    if len(data) > HANDOFF_BYTES:
+        if len(data) - len(conn.out) > HANDOFF_BYTES:  # more tubes than a datagram holds
+            conn.away = False  # it stays
+        return False  # (else its replies are long: written here, it moves after a later one)
     try:
         # sendmsg, not socket.send_fds: Python 3.11's send_fds drops its address argument
         out.sendmsg(
@@ -282,6 +291,9 @@ def take(self: ServingProcess, state: wire.Handoff, sock: socket.socket | None) 
     conn.producer, conn.worker = state.producer, state.worker
     conn.moves = state.moves + 1
     self.conns[conn.id] = conn
+    if state.output:  # the sender's replies not written yet: before any of ours
+        conn.out += state.output
+        self.dirty.add(conn)
     self.interest(conn)
     self.handovers.handed_in += 1
     answer(self, state.origin, wire.TAKEN, state.ticket)  # before anything is answered here
@@ -344,11 +356,14 @@ def let_go(self: ServingProcess, conn: Conn) -> None:
 
 def keep(self: ServingProcess, moving: Moving) -> None:
     """Refused (or its taker went): serve it here from now on, as if it had never moved;
-    what the client sent meanwhile waits in its socket and is read at once."""
+    its replies that went along are written here (a refusal wrote none), and what the
+    client sent meanwhile waits in its socket and is read at once."""
     conn = moving.conn
     conn.away = False
     conn.leaving = False
     self.conns[conn.id] = conn
+    if conn.out:
+        self.dirty.add(conn)
     self.interest(conn)
     if not moving.counted:  # handed over at accept: take its references as accept would
         self.request(self.shard_of(conn.use), ops.REF, conn, RefArgs(conn.use, 1, 1), None)
@@ -365,30 +380,33 @@ def take_back(self: ServingProcess, owner: int) -> None:
             keep(self, moving)
 
 
-def move_home(self: ServingProcess, conn: Conn) -> None:
-    """After a turn's output: move the connection if it is away from home and at rest.
+def move_home(self: ServingProcess, conn: Conn) -> bool:
+    """Before a turn's output is written: move the connection if it is away from home and
+    at rest, its replies with it (True: moved; its new owner writes them).
 
     A client that keeps a pipeline full is never at rest by itself: each reply lets the
     next command go (the bunqueue door's connections stayed away in 7 of 12 runs). So
-    a connection that is away and not at rest only for what is in flight or unwritten
-    is *leaving*: it is not read, pump parses its commands only while it holds more than
-    LEAVING_BYTES of them, its pipeline drains, its output is written, and then it moves
-    with its unparsed bytes. If it cannot move after all, it goes on here (`backlog`: the
-    commands it held back run next turn)."""
+    a connection that is away and not at rest only for what is in flight is *leaving*: it
+    is not read, pump parses its commands only while it holds more than LEAVING_BYTES of
+    them, its pipeline drains, and then it moves with its unparsed bytes and its last
+    replies. If it cannot move after all, it goes on here (`backlog`: the commands it held
+    back run next turn)."""
     if conn.phase is CLOSED:
-        return
+        return False
     if not self.should_move(conn):
         stay(self, conn)
-        return
+        return False
     if not at_rest(conn):
         if conn.reserved or conn.waiting is not None or conn.eof:
             stay(self, conn)  # not only in flight: it would not come to rest by draining
         elif not conn.leaving:
             conn.leaving = True
             self.interest(conn)  # not read meanwhile: what it sends waits in its socket
-        return
-    if not self.hand_off(conn):
-        stay(self, conn)
+        return False
+    if self.hand_off(conn):
+        return True
+    stay(self, conn)
+    return False
 
 
 def leaves_now(conn: Conn) -> bool:
