@@ -104,7 +104,7 @@ class Stats(EngineCore):
         return (
             tube.name,
             tube.urgent,
-            len(tube.ready) + tube.offered,  # an offered job is still ready for stats
+            tube.ready.live + tube.offered,  # an offered job is still ready for stats
             tube.reserved,
             len(tube.delayed),
             len(tube.buried),
@@ -123,7 +123,7 @@ class Stats(EngineCore):
         tubes = self.tubes.values()
         values = (
             sum(t.urgent for t in tubes),
-            sum(len(t.ready) + t.offered for t in tubes),
+            sum(t.ready.live + t.offered for t in tubes),
             sum(t.reserved for t in tubes),
             sum(len(t.delayed) for t in tubes),
             sum(len(t.buried) for t in tubes),

@@ -13,6 +13,7 @@ from sortedcontainers import SortedList
 from shardq.engine.job import LOW_MASK, URGENT_KEY, Job
 from shardq.engine.limits import Throttle, limits_of
 from shardq.engine.policy import Policy
+from shardq.engine.ready import ReadyHeap
 
 
 class Waiter:
@@ -76,7 +77,7 @@ class Tube:
 
     name: str
     order: tuple[int, int]  # list-tubes position: (creation time, n), swap-remove emulated
-    ready: SortedList
+    ready: ReadyHeap
     delayed: SortedList
     buried: dict[int, None]
     waiters: dict[int, Waiter]  # rid -> waiter, arrival order
@@ -108,7 +109,7 @@ class Tube:
         self,
         name: str,
         order: tuple[int, int],
-        ready: SortedList | None = None,
+        ready: ReadyHeap | None = None,
         delayed: SortedList | None = None,
         buried: dict[int, None] | None = None,
         waiters: dict[int, Waiter] | None = None,
@@ -135,7 +136,7 @@ class Tube:
     ) -> None:
         self.name = name
         self.order = order
-        self.ready = SortedList() if ready is None else ready
+        self.ready = ReadyHeap() if ready is None else ready
         self.delayed = SortedList() if delayed is None else delayed
         self.buried = dict() if buried is None else buried
         self.waiters = dict() if waiters is None else waiters
@@ -161,7 +162,7 @@ class Tube:
         self.held = held
 
     def jobs(self) -> int:
-        return len(self.ready) + len(self.delayed) + len(self.buried) + self.reserved + self.offered
+        return self.ready.live + len(self.delayed) + len(self.buried) + self.reserved + self.offered
 
     def in_use(self) -> bool:
         return self.name == "default" or bool(self.using or self.watching or self.jobs())
@@ -208,10 +209,10 @@ class Tube:
         if policy is None or not policy.discard_old:
             self.by_age = None
         elif self.by_age is None:
-            self.by_age = SortedList(key & LOW_MASK for key in self.ready)
+            self.by_age = SortedList(key & LOW_MASK for key in self.ready.live_keys())
 
     def best_ready(self) -> int | None:
-        return self.ready[0] if self.ready else None
+        return self.ready[0] if self.ready else None  # (never a gone key: ready.py)
 
     def oldest_waiter(self) -> Waiter:
         """The first come of the tube's waiters; only for a tube that has waiters."""
