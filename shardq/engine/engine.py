@@ -86,7 +86,8 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         tube.total_jobs += 1
         self.total_jobs += 1
         self.live_bytes += len(body) + RECORD_OVERHEAD
-        self._note(now, "put", job)
+        if self.audit is not None or self.timing is not None:  # (_note: a call saved)
+            self._note(now, "put", job)
         if delay > 0:
             job.state = State.DELAYED
             self._delay(job, delay * NS, now)
@@ -120,7 +121,8 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         tube.cmd_delete += 1
         if held and tube.throttle is not None:
             self._freed(tube, now)  # max_reserved
-        self._gc(tube)
+        if not (tube.using or tube.watching):  # else in use (Tube.in_use): a call saved
+            self._gc(tube)
         return replies.DELETED
 
     def release(self, conn: int, job_id: int, pri: int, delay: int, now: int) -> bytes:

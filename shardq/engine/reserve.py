@@ -8,7 +8,7 @@ declines it. Connections that close or come back after a restart are handled her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING, EngineCore
@@ -88,7 +88,8 @@ class Reserving(EngineCore):
         self._unlink(job)
         job.move(op)
         job.dur += RESERVE
-        self._note(now, "reserve", job)
+        if self.audit is not None or self.timing is not None:  # (_note: a call saved)
+            self._note(now, "reserve", job)
         deadline = now + (job.dur & ID_MASK) * NS  # ttr
         job.hold = (conn << 64 | deadline) << 64 | job.hold & ID_MASK  # job.held_by, inlined
         tube = self.tubes[job.tube]
@@ -96,11 +97,19 @@ class Reserving(EngineCore):
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
             self._spend(tube, now)  # reserve_rate
         job_id = job.key & ID_MASK
-        self.owned.setdefault(conn, set()).add(job_id)
+        held = self.owned.get(conn)  # (setdefault would make a set every time)
+        if held is None:
+            held = self.owned[conn] = set()
+        held.add(job_id)
         self._at(deadline + 1, T_TTR, job_id)
         return job_id, deadline
 
-    def _best_job(self, tubes: Iterable[str], now: int) -> Job | None:
+    def _best_job(self, tubes: Sequence[str], now: int) -> Job | None:
+        if len(tubes) == 1:  # the common case, without the loop's comparisons
+            tube = self.tubes.get(tubes[0])
+            if tube is None or not tube.ready or tube.closed(now):
+                return None
+            return self.jobs[tube.ready[0] & ID_MASK]
         best = None
         for name in tubes:
             tube = self.tubes.get(name)
@@ -172,7 +181,9 @@ class Reserving(EngineCore):
         An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
         deadlines to the serving process.
         """
-        self.tick(now)  # a pause that just ended serves the waiters that came first
+        timers = self.timers
+        if timers and timers[0][0] <= now:  # (what tick checks first: a call saved)
+            self.tick(now)  # a pause that just ended serves the waiters that came first
         job = self._best_job(tubes, now)
         if job is not None:
             return self._hand_over(job, conn, offer, now)
