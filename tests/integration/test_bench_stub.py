@@ -160,6 +160,11 @@ def test_tool_limit_reasons_on_known_figures() -> None:
     assert reasons(_side(5_000, 0.99, 0.4, 1, 1), 20_000, 2) == []
     # the stub beside other work (measured: 0.42 of a core, the tool 0.33), far below L
     assert reasons(_side(38_268, 0.42, 0.33, 1, 1), 51_795, 2) == ["rt"]
+    # a neighbour takes a whole core of two, the server and the tool share the other and
+    # leave 0.06 of a core idle: the machine set the pace, though the tool's 0.44 is under
+    # 90 % of the 0.5 left to it (a CI run beside a profiler took such a row for a result)
+    starved = {**_side(60_000, 0.5, 0.44, 1), "other_cores": 1.0}
+    assert reasons(starved, 100_000, 2) == ["cpu"]
 
 
 def test_the_report_says_when_the_machine_was_not_quiet() -> None:
