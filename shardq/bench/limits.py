@@ -6,11 +6,13 @@ Three signs, any flags the side (A or B) of a row:
   (`shardq.bench.stub`, the "L" column), which does no work at all: the server could not
   have been much faster, because the tool could not.
 * ``cpu``: the load processes used at least `TOOL_BUSY` of the CPU they could have had,
-  ``min(load processes, cores - server - other processes)``: the tool was full; or the
-  machine had less than `IDLE_LEFT` of its cores idle: the tool was starved by its
-  neighbours. (The first test alone misses that when the tool's share is small: beside a
-  process that takes a whole core, a tool at 0.44 of a core with 0.06 idle is under 90 % of
-  its 0.5; a CI run beside a profiler took the stub's put row against itself for a result.)
+  ``min(load processes, cores - server - other processes)``: the tool was full; or other
+  processes used more than `NOISY` of a core and left less than `IDLE_LEFT` of the cores
+  idle: the tool was starved by its neighbours. (The first test alone misses that when the
+  tool's share is small: beside a process that takes a whole core, a tool at 0.44 of a core
+  with 0.06 idle is under 90 % of its 0.5; a CI run beside a profiler took the stub's put
+  row against itself for a result. A machine saturated by the server itself says nothing
+  of the tool: beanstalkd at a full core with the tool at 0.85 is beanstalkd's limit.)
   This
   catches servers that answer in smaller batches than the stub, where the tool pays more
   system calls per operation and saturates below its stub ceiling.
@@ -46,8 +48,9 @@ from shardq.processes.supervision.spawn import python_m
 NEAR_L = 0.75
 #: Load processes busy for this share of the CPU left to them are flagged "cpu".
 TOOL_BUSY = 0.90
-#: A machine with less than this share of its cores idle during a cell was saturated: the
-#: tool could not have had more, whatever its share ("cpu").
+#: A machine with less than this share of its cores idle during a cell, with neighbours
+#: (other processes) busy, was saturated by them: the tool could not have had more,
+#: whatever its share ("cpu").
 IDLE_LEFT = 0.10
 #: One request in flight: the tool's CPU at least this share of the server's flags "rt" (the
 #: tool then takes at least a third of the CPU of each round trip). The stub, the cheapest
@@ -63,8 +66,8 @@ LEGEND = (
     "tool limit: the load tool, not the server, limited that side (A/B): L = its ops/s within"
     f" {100 - round(NEAR_L * 100)} % of the stub's (column L: the same load against a server"
     f" that does nothing), cpu = the load processes used >= {round(TOOL_BUSY * 100)} % of"
-    " the CPU the server and other processes left them, or the machine had less than"
-    f" {round(IDLE_LEFT * 100)} % of its CPU idle, rt = one request in flight and the"
+    " the CPU the server and other processes left them, or other processes left less than"
+    f" {round(IDLE_LEFT * 100)} % of the CPU idle, rt = one request in flight and the"
     f" tool used >= {round(RT_SHARE * 100)} % of the server's CPU; ! = other processes used"
     f" more than {round(NOISY * 100)} % of a core meanwhile (noisy); kops/cpu-s = thousand"
     " ops per server CPU-second; CPU in % of one core."
@@ -93,8 +96,8 @@ def reasons(side: dict[str, Any], ceiling: float | None, nproc: int) -> list[str
         out.append("L")
     left = nproc - side["cpu_cores"] - side.get("other_cores", 0.0)
     room = max(0.0, min(float(side.get("load_processes", 1)), left))
-    client = side.get("client_cores", 0.0)
-    if client >= TOOL_BUSY * room or left - client < IDLE_LEFT * nproc:
+    client, other = side.get("client_cores", 0.0), side.get("other_cores", 0.0)
+    if client >= TOOL_BUSY * room or (other > NOISY and left - client < IDLE_LEFT * nproc):
         out.append("cpu")
     if side.get("in_flight") == 1 and side.get("client_cores", 0.0) >= RT_SHARE * side["cpu_cores"]:
         out.append("rt")

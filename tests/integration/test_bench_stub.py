@@ -165,6 +165,10 @@ def test_tool_limit_reasons_on_known_figures() -> None:
     # 90 % of the 0.5 left to it (a CI run beside a profiler took such a row for a result)
     starved = {**_side(60_000, 0.5, 0.44, 1), "other_cores": 1.0}
     assert reasons(starved, 100_000, 2) == ["cpu"]
+    # the server itself saturates the machine (beanstalkd at a full core, the tool at 0.85;
+    # shardq's two serving processes at 1.62, the tool 0.22): the server's limit, no flag
+    assert reasons(_side(94_000, 1.0, 0.85, 1), 513_000, 2) == []
+    assert reasons(_side(31_000, 1.62, 0.22, 1), 100_000, 2) == []
 
 
 def test_the_report_says_when_the_machine_was_not_quiet() -> None:
