@@ -26,7 +26,9 @@ run: venv bytecode compiled
 # the whole suite except Spark, in parallel.
 # Phase 2: the Spark pipeline tests (tests/pipeline) in ONE process: one JVM, no xdist.
 # Phase 3: the pure build (no compiled module, SHARDQ_PURE=1: shardq/compiled.py) through
-# the differential suite against beanstalkd, and the check of which build ran.
+# what the compiled build must not change: the differential suite against beanstalkd, the
+# client matrix, the invariant checker, the concurrency and crash tests (every layout), and
+# the check of which build ran.
 test: test-venv bytecode compiled beanstalkd java strace chromium clients loadcore bunqueue
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -35,8 +37,11 @@ test: test-venv bytecode compiled beanstalkd java strace chromium clients loadco
 	$(BIN)/pytest -q -m spark -p no:xdist $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-pure
 
-test-pure: test-venv bytecode beanstalkd
-	SHARDQ_PURE=1 SHARDQ_BUILD=pure $(BIN)/pytest -n auto -q tests/differential tests/integration/test_compiled.py $(PYTEST_ARGS)
+PURE_TESTS = tests/differential tests/clients tests/invariants tests/integration/test_concurrency.py \
+	tests/integration/test_durability.py tests/integration/test_compiled.py
+
+test-pure: test-venv bytecode beanstalkd clients
+	SHARDQ_PURE=1 SHARDQ_BUILD=pure $(BIN)/pytest -n auto -q $(PURE_TESTS) $(PYTEST_ARGS)
 
 venv: $(STAMP)
 

@@ -6,8 +6,9 @@ annotation never becomes a type check). `make` builds them in place (`tools/buil
 one extension module beside each .py, which Python imports first), and the same tree runs
 uncompiled where they are not built, or when ``SHARDQ_PURE=1`` is in the environment:
 `use_pure` then makes every shardq module load from its source, in this process and in
-every process it starts. `make test` runs the suite compiled and the differential suite a
-second time pure (`tests/integration/test_compiled.py` checks which build ran).
+every process it starts. `make test` runs the suite compiled and a second time pure what
+compiling must not change: the differential suite, the client matrix, the invariant checker,
+the concurrency and crash tests (`tests/integration/test_compiled.py` checks which build ran).
 
 What pays (docs/BENCHMARKS.md, "Compiling the serving path"): the fast path, the turn and
 the general path of the serving process and the hosted shard's shell; `bload -w mixed -c

@@ -1,8 +1,10 @@
 """The compiled build and the pure one (shardq/compiled.py): which one a test run and the
 servers it starts use, that no compiled module is older than its source, and the switch.
 
-`make test` runs the suite with SHARDQ_BUILD=compiled and the differential suite again
-with SHARDQ_PURE=1 SHARDQ_BUILD=pure; each run checks here that it ran what it says.
+`make test` runs the suite with SHARDQ_BUILD=compiled and again, with SHARDQ_PURE=1
+SHARDQ_BUILD=pure, the differential suite, the client matrix, the invariant checker and the
+concurrency and crash tests (the Makefile's PURE_TESTS); each run checks here that it ran
+what it says.
 """
 
 from __future__ import annotations

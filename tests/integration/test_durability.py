@@ -19,15 +19,18 @@ from pathlib import Path
 import crash_test
 import pytest
 from crash_load import Client
-from helpers import Layout, killed_at_fsync, wal_args
+from helpers import LAYOUTS, Layout, killed_at_fsync, wal_args
 
 from shardq.bench.procs import kill_group, wait_group_gone
 
 REPEAT = max(1, int(os.environ.get("SHARDQ_CRASH_REPEAT", "1") or 1))
 CRASH_SECONDS = 2.5  #: load time per crash round (a round, restart included, stays < 30 s)
-#: one serving process over two shards (one in a shard process); two over four (two hosted,
-#: two in shard processes)
-CRASH_LAYOUTS = (Layout(2), Layout(4, 2))
+#: the layouts with a shard process of its own to kill: the suite's with more shards than
+#: serving processes (4; 4 over 2: two hosted, two in shard processes), and one serving
+#: process over two shards
+CRASH_LAYOUTS = (Layout(2), *(layout for layout in LAYOUTS if layout.shards > layout.serving))
+#: the whole server or a serving process killed: every layout of the suite, and the above
+KILL_LAYOUTS = (*dict.fromkeys((*LAYOUTS, *CRASH_LAYOUTS)),)
 
 
 def crash_template(layout: Layout = CRASH_LAYOUTS[0]) -> str:
@@ -245,7 +248,7 @@ def _crash_rounds(tmp_path: Path, kill: str, layout: Layout) -> None:
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("layout", CRASH_LAYOUTS, ids=str)
+@pytest.mark.parametrize("layout", KILL_LAYOUTS, ids=str)
 def test_crash_whole_server_sigkill(tmp_path: Path, layout: Layout) -> None:
     """Producers and consumers under load, every process SIGKILLed, restart, drain."""
     _crash_rounds(tmp_path, "group", layout)
@@ -258,7 +261,7 @@ def test_crash_one_shard_sigkill(tmp_path: Path, layout: Layout) -> None:
     _crash_rounds(tmp_path, "shard", layout)
 
 
-@pytest.mark.parametrize("layout", CRASH_LAYOUTS, ids=str)
+@pytest.mark.parametrize("layout", KILL_LAYOUTS, ids=str)
 def test_crash_serving_sigkill(tmp_path: Path, layout: Layout) -> None:
     """A serving process (serving process), which also runs a shard, SIGKILLed under load: the
     supervisor restarts it, its shard replays its log; nothing acknowledged is lost or

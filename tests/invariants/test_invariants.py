@@ -1,5 +1,6 @@
-"""The randomized invariant checker, short form: about 4.5 s of load on a fresh shardq with
-1, 2 and 4 shards, then the drain (see workload.py for the workload, the invariants and why
+"""The randomized invariant checker, short form: about 4.5 s of load on a fresh shardq in
+every layout of the suite (1 shard, 4 shards, 4 over 2 serving processes) and with 2
+shards, then the drain (see workload.py for the workload, the invariants and why
 the checks are sound); and checks that the checker flags each kind of violation.
 
 ``SHARDQ_INVARIANTS_SEED`` fixes the random choices (thread timing still varies); every
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import LAYOUTS, Layout
 
 from .ledger import Hold, Ledger, Op, analyze, deadline_soon_allowed, make_body
 from .workload import run
@@ -27,22 +29,22 @@ def _seed() -> int:
     return int(env) if env else random.randrange(1 << 31)
 
 
-@pytest.mark.parametrize("shards", [1, 2, 4])
+@pytest.mark.parametrize("layout", sorted({*LAYOUTS, Layout(2)}), ids=str)
 def test_invariants_hold_under_random_load(
-    shardq_server: Callable[..., Any], shards: int, request: pytest.FixtureRequest
+    shardq_server: Callable[..., Any], layout: Layout, request: pytest.FixtureRequest
 ) -> None:
     seed = _seed()
-    server = shardq_server(shards)
+    server = shardq_server(layout.shards, ("--serving", str(layout.serving)))
     report = run(server.port, seed, seconds=LOAD_SECONDS, drain_seconds=DRAIN_SECONDS)
     replay = (
         f"replay: SHARDQ_INVARIANTS_SEED={seed} .venv/bin/pytest -p no:xdist "
         f"'{request.node.nodeid}'"
     )
     assert report.ok, (
-        f"--shards {shards}, seed {seed}; {replay}\n{report.describe()}\n"
+        f"{' '.join(layout.flags())}, seed {seed}; {replay}\n{report.describe()}\n"
         f"server stderr (tail):\n{server.stderr()[-3000:]}"
     )
-    print(f"--shards {shards}: {report.describe()}")  # shown with -rA or -s
+    print(f"{' '.join(layout.flags())}: {report.describe()}")  # shown with -rA or -s
     # Not vacuous: jobs went round.
     assert report.counters["puts"] > 0, report.describe()
     assert report.counters["reserves"] >= report.counters["puts"], report.describe()
