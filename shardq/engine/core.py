@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.job import ID_MASK, LOW_MASK, URGENT_KEY, Job, State
+from shardq.engine.job import (
+    ID_MASK,
+    LOW_MASK,
+    ST_BURIED,
+    ST_DELAYED,
+    ST_READY,
+    ST_RESERVED,
+    URGENT_KEY,
+    Job,
+)
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
@@ -181,18 +190,18 @@ class EngineCore:
     def _unlink(self, job: Job) -> None:
         """Take a job out of whatever its tube holds it in (not reserved bookkeeping)."""
         tube = self.tubes[job.tube]
-        if job.state == State.READY:
+        if job.state == ST_READY:
             tube.remove_ready(job)
-        elif job.state == State.DELAYED:
+        elif job.state == ST_DELAYED:
             self._unlink_delayed(job)
-        elif job.state == State.BURIED:
+        elif job.state == ST_BURIED:
             del tube.buried[job.id]
 
     def _unreserve(self, job: Job, job_id: int | None = None) -> None:
         """Forget who holds a reserved or offered job (the job stays where it is).
         `job_id`: its id, if at hand."""
         tube = self.tubes[job.tube]
-        if job.state == State.RESERVED:
+        if job.state == ST_RESERVED:
             tube.reserved -= 1
         else:
             tube.offered -= 1
@@ -209,7 +218,7 @@ class EngineCore:
 
     def _owned_by(self, job_id: int, conn: int) -> Job | None:
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.RESERVED or job.hold >> 128 != conn:  # owner
+        if job is None or job.state != ST_RESERVED or job.hold >> 128 != conn:  # owner
             return None
         return job
 

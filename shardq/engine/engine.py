@@ -32,7 +32,18 @@ from shardq.engine.core import (
     WAITING,
 )
 from shardq.engine.fanout import Fanning
-from shardq.engine.job import BURY, ID_MASK, KICK, NS, RELEASE, Job, State
+from shardq.engine.job import (
+    BURY,
+    ID_MASK,
+    KICK,
+    NS,
+    RELEASE,
+    ST_BURIED,
+    ST_DELAYED,
+    ST_OFFERED,
+    ST_RESERVED,
+    Job,
+)
 from shardq.engine.policing import Policing
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.reserve import SAFETY_MARGIN, Reserving, reserved_payload
@@ -89,7 +100,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         if self.audit is not None or self.timing is not None:  # (_note: a call saved)
             self._note(now, "put", job)
         if delay > 0:
-            job.state = State.DELAYED
+            job.state = ST_DELAYED
             self._delay(job, delay * NS, now)
         else:
             self._enqueue(job, now)
@@ -107,9 +118,9 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         job = self.jobs.get(job_id)
         if job is None and resent:
             return replies.DELETED
-        if job is None or job.state == State.OFFERED:
+        if job is None or job.state == ST_OFFERED:
             return replies.NOT_FOUND
-        held = job.state == State.RESERVED
+        held = job.state == ST_RESERVED
         if held:
             if job.hold >> 128 != conn:  # job.owner
                 return replies.NOT_FOUND
@@ -151,7 +162,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         return replies.RELEASED
 
     def bury(self, conn: int, job_id: int, pri: int, now: int, resent: bool = False) -> bytes:
-        if resent and job_id in self.jobs and self.jobs[job_id].state == State.BURIED:
+        if resent and job_id in self.jobs and self.jobs[job_id].state == ST_BURIED:
             return replies.BURIED  # the first try reached the log before the shard restarted
         job = self._owned_by(job_id, conn)
         if job is None:

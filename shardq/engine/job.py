@@ -22,33 +22,38 @@ class State(IntEnum):
     OFFERED = 5  # handed to a cross-shard reserver, waiting for its accept or decline
 
 
+#: The states as module names for the hot paths: reading ``State.READY`` goes through the
+#: enum metaclass's ``__getattr__`` hook every time (Python 3.11); a global does not.
+ST_READY, ST_RESERVED, ST_BURIED, ST_DELAYED, ST_OFFERED = State
+
+
 #: (state, operation) -> new state. Anything missing is NOT_FOUND for the client.
 TRANSITIONS: dict[tuple[State, str], State] = {
-    (State.READY, "reserve"): State.RESERVED,
-    (State.READY, "offer"): State.OFFERED,
-    (State.OFFERED, "accept"): State.RESERVED,
-    (State.OFFERED, "decline"): State.READY,
-    (State.DELAYED, "reserve"): State.RESERVED,  # reserve-job only
-    (State.BURIED, "reserve"): State.RESERVED,  # reserve-job only
-    (State.RESERVED, "release"): State.READY,
-    (State.RESERVED, "release-delayed"): State.DELAYED,
-    (State.RESERVED, "bury"): State.BURIED,
-    (State.RESERVED, "timeout"): State.READY,
-    (State.DELAYED, "promote"): State.READY,
-    (State.DELAYED, "kick"): State.READY,
-    (State.BURIED, "kick"): State.READY,
+    (ST_READY, "reserve"): ST_RESERVED,
+    (ST_READY, "offer"): ST_OFFERED,
+    (ST_OFFERED, "accept"): ST_RESERVED,
+    (ST_OFFERED, "decline"): ST_READY,
+    (ST_DELAYED, "reserve"): ST_RESERVED,  # reserve-job only
+    (ST_BURIED, "reserve"): ST_RESERVED,  # reserve-job only
+    (ST_RESERVED, "release"): ST_READY,
+    (ST_RESERVED, "release-delayed"): ST_DELAYED,
+    (ST_RESERVED, "bury"): ST_BURIED,
+    (ST_RESERVED, "timeout"): ST_READY,
+    (ST_DELAYED, "promote"): ST_READY,
+    (ST_DELAYED, "kick"): ST_READY,
+    (ST_BURIED, "kick"): ST_READY,
     # max_age with expired_to: to the target tube of its family, ready (policing.py)
-    (State.READY, "expire-to"): State.READY,
-    (State.DELAYED, "expire-to"): State.READY,
-    (State.BURIED, "expire-to"): State.READY,
+    (ST_READY, "expire-to"): ST_READY,
+    (ST_DELAYED, "expire-to"): ST_READY,
+    (ST_BURIED, "expire-to"): ST_READY,
 }
 
 STATE_NAMES = {
-    State.READY: "ready",
-    State.RESERVED: "reserved",
-    State.BURIED: "buried",
-    State.DELAYED: "delayed",
-    State.OFFERED: "ready",
+    ST_READY: "ready",
+    ST_RESERVED: "reserved",
+    ST_BURIED: "buried",
+    ST_DELAYED: "delayed",
+    ST_OFFERED: "ready",
 }
 
 
@@ -109,7 +114,7 @@ class Job:
         self.tube = tube
         self.dur = ttr | delay << 64  # whole seconds, both
         self.body = body
-        self.state = State.READY
+        self.state = ST_READY
         self.hold = now if now >= 0 else now & ID_MASK  # created; no deadline, no owner
 
     def move(self, op: str) -> None:

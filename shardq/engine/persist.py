@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shardq.engine.core import EngineCore
-from shardq.engine.job import ID_MASK, NS, Job, State
+from shardq.engine.job import ID_MASK, NS, ST_BURIED, ST_DELAYED, ST_READY, Job, State
 from shardq.engine.records import (
     DELETE,
     JOB,
@@ -24,7 +24,7 @@ from shardq.engine.records import (
 )
 from shardq.engine.timers import T_DELAY
 
-READY, DELAYED, BURIED = State.READY, State.DELAYED, State.BURIED  # one enum lookup each
+READY, DELAYED, BURIED = ST_READY, ST_DELAYED, ST_BURIED  # one enum lookup each
 #: The state a job has after a restart, by its state before (or its logged value): delayed
 #: and buried jobs stay so, any other comes back ready (`.get(state, READY)`).
 RESTARTS_AS: dict[int, State] = {DELAYED: DELAYED, BURIED: BURIED}

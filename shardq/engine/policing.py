@@ -25,13 +25,13 @@ and the analytics pipeline see them as such.
 
 from __future__ import annotations
 
-from shardq.engine.job import BURY, ID_MASK, NS, Job, State
+from shardq.engine.job import BURY, ID_MASK, NS, ST_OFFERED, ST_RESERVED, Job
 from shardq.engine.persist import Persistence
 from shardq.engine.policy import Policies, Policy
 from shardq.engine.timers import T_AGE
 from shardq.engine.tube import Tube
 
-HELD = (State.RESERVED, State.OFFERED)  #: a job in these states is not expired (yet)
+HELD = (ST_RESERVED, ST_OFFERED)  #: a job in these states is not expired (yet)
 
 
 def _max_age(tube: Tube) -> int:
@@ -103,7 +103,7 @@ class Policing(Persistence):
             return
         if job.state in HELD:
             again = now + NS
-            if job.state == State.RESERVED:
+            if job.state == ST_RESERVED:
                 again = max(now + 1, min(again, job.deadline + 1))  # after its TTR timer
             self._at(again, T_AGE, job_id)
             return

@@ -12,7 +12,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING, EngineCore
-from shardq.engine.job import ID_MASK, NS, RESERVE, URGENT_KEY, Job, State
+from shardq.engine.job import (
+    ID_MASK,
+    NS,
+    RESERVE,
+    ST_OFFERED,
+    ST_READY,
+    ST_RESERVED,
+    URGENT_KEY,
+    Job,
+)
 from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
@@ -237,7 +246,7 @@ class Reserving(EngineCore):
     def accept(self, conn: int, job_id: int, now: int) -> None:
         """The cross-shard reserver took the offered job: it is now reserved by it."""
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.OFFERED or job.owner != conn:
+        if job is None or job.state != ST_OFFERED or job.owner != conn:
             return
         self._unreserve(job)
         self._reserve(job, conn, now, "accept")
@@ -245,7 +254,7 @@ class Reserving(EngineCore):
     def decline(self, conn: int, job_id: int, now: int) -> None:
         """The reserver was gone or served elsewhere: the job goes back to its place."""
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.OFFERED or job.owner != conn:
+        if job is None or job.state != ST_OFFERED or job.owner != conn:
             return
         self._unreserve(job)
         job.move("decline")
@@ -272,7 +281,7 @@ class Reserving(EngineCore):
             self.tubes[name].held += 1
         for job_id in owned:
             job = self.jobs[job_id]
-            if job.state == State.OFFERED:
+            if job.state == ST_OFFERED:
                 self.decline(conn, job_id, now)
             else:
                 self._unreserve(job)
@@ -301,10 +310,10 @@ class Reserving(EngineCore):
         """After this shard restarted from its log, a live connection still holds this job:
         reserve it for that connection again, with its old TTR deadline (no new reserve)."""
         job = self.jobs.get(job_id)
-        if job is None or job.state != State.READY:
+        if job is None or job.state != ST_READY:
             return
         self._unlink(job)
-        job.state = State.RESERVED
+        job.state = ST_RESERVED
         job.held_by(conn, deadline)
         self.tubes[job.tube].reserved += 1
         self.owned.setdefault(conn, set()).add(job.id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardq.engine.core import EngineCore
-from shardq.engine.job import NS, STATE_NAMES, State
+from shardq.engine.job import NS, ST_DELAYED, ST_RESERVED, STATE_NAMES
 from shardq.engine.tube import Tube
 from shardq.protocol import replies
 from shardq.protocol.replies import Quoted
@@ -40,7 +40,7 @@ class Stats(EngineCore):
         if job is None:
             return replies.NOT_FOUND
         left = 0
-        if job.state in (State.RESERVED, State.DELAYED):
+        if job.state in (ST_RESERVED, ST_DELAYED):
             left = _seconds(job.deadline - now)
         values = (
             job.id,

@@ -13,7 +13,7 @@ import heapq
 from typing import Any
 
 from shardq.engine.core import FINAL, TIMERS_MIN_BOUND, EngineCore
-from shardq.engine.job import TIMEOUT, Job, State
+from shardq.engine.job import ST_DELAYED, ST_RESERVED, TIMEOUT, Job
 from shardq.engine.tube import Tube
 
 # Timer kinds in the engine's heap; every entry is re-checked when it fires.
@@ -71,8 +71,8 @@ class Timers(EngineCore):
         if job is None:
             return None
         if kind == T_DELAY:
-            return job if job.state == State.DELAYED and job.deadline == when else None
-        return job if job.state == State.RESERVED and job.deadline + 1 == when else None
+            return job if job.state == ST_DELAYED and job.deadline == when else None
+        return job if job.state == ST_RESERVED and job.deadline + 1 == when else None
 
     def _delay(self, job: Job, delay: int, now: int) -> None:
         """Put a job in its tube's delayed queue until `now + delay` (ns)."""

@@ -24,7 +24,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
-from shardq.engine.job import ID_MASK, NS, Job, State
+from shardq.engine.job import ID_MASK, NS, ST_RESERVED, Job
 
 #: upper bounds (seconds) of the wait and run buckets; one more bucket holds the rest (+Inf)
 JOB_BOUNDS_S = (
@@ -111,7 +111,7 @@ class Timing:
                 hist.counts[bisect_left(hist.bounds, waited)] += 1
                 hist.total += waited
         elif event == "delete":
-            if job.state == State.RESERVED:
+            if job.state == ST_RESERVED:
                 at = self.touched.pop(job.id, None) if self.touched else None
                 if at is None:  # its deadline is reserve time + TTR
                     at = job.deadline - (job.dur & ID_MASK) * NS

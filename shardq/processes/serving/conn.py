@@ -62,6 +62,7 @@ class Conn:
         "id",
         "sock",
         "parser",
+        "max_job_size",
         "out",
         "use",
         "watch",
@@ -90,6 +91,7 @@ class Conn:
         self.sock = sock
         self.handshaking = False  # a TLS connection whose handshake is not done yet
         self.parser = proto.Parser(max_job_size)
+        self.max_job_size = max_job_size  #: its parser's, read by the fast path (home.py)
         self.out = bytearray()
         self.use = "default"
         self.watch = ["default"]

@@ -19,7 +19,7 @@ The turn that served them commits the hosted shard's log before any output leave
 
 from __future__ import annotations
 
-import time
+from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import TubeShards
@@ -60,7 +60,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     find = data.find
     starts = data.startswith
     end = len(data)
-    now = time.monotonic_ns()
+    now = monotonic_ns()
     max_output = self.max_output
     tube_shards = self.tube_shards
     ids = self.ids  # IdLeases: its methods called through it (no bound method made per read)
@@ -86,7 +86,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 size = int(size_s)
                 start = nl + 2
                 stop = start + size
-                if stop + 2 > end or size > conn.parser.max_job_size or not starts(CRLF, stop):
+                if stop + 2 > end or size > conn.max_job_size or not starts(CRLF, stop):
                     break  # incomplete (the parser waits for the rest), too big, or no CRLF
                 pri, delay, ttr = int(pri_s), int(delay_s), int(ttr_s)
                 tube = conn.use

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import selectors
 import time
+from selectors import EVENT_READ, EVENT_WRITE
 from typing import cast
 
 from shardq.cluster import wire
@@ -42,6 +43,7 @@ from shardq.processes.serving import (
     tls,
     waiting,
 )
+from shardq.processes.serving.clients import PRIVATE
 from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
 from shardq.processes.serving.waiting import POLLIN, ZMQ_EVENTS
@@ -167,15 +169,15 @@ class ServingProcess(ServingState):
         inbox = None
         for key, mask in events:
             data = key.data
-            if data is None:
-                self.accept()
-            elif data is clients.PRIVATE:
-                self.accept(private=True)
-            elif type(data) is Conn:
-                if mask & selectors.EVENT_WRITE:
+            if type(data) is Conn:  # the most of them: first
+                if mask & EVENT_WRITE:
                     self.dirty.add(data)  # written by flush_output, which also moves it home
-                if mask & selectors.EVENT_READ and data.phase is not CLOSED:
+                if mask & EVENT_READ and data.phase is not CLOSED:
                     self.read(data)
+            elif data is None:
+                self.accept()
+            elif data is PRIVATE:
+                self.accept(private=True)
             elif type(data) is handoff.HandoffInbox:
                 inbox = data
             elif data is wakeup.SIGNALLED:
