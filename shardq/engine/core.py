@@ -77,6 +77,9 @@ class EngineCore:
         self.shard_index: int | None = None
         #: where a fanout's copies get their ids (the shell's; fanout.py); None: no copies
         self.copy_id: Callable[[], int] | None = None
+        #: the tubes whose ready jobs changed since the shell last published their heads
+        #: (processes/common/heads.py); None when nobody reads them (one shard)
+        self.heads_touched: set[str] | None = None
         if owns_default:
             self.ensure_tube("default", 0)
 
@@ -148,6 +151,19 @@ class EngineCore:
             if not counts[0] and not counts[1]:
                 del refs[name]
 
+    def ready_head(self, name: str) -> tuple[int, int] | None:
+        """(priority, put order) of the tube's best ready job; None: none (or no tube)."""
+        tube = self.tubes.get(name)
+        if tube is None or not tube.ready.live:
+            return None
+        key = tube.ready.first()
+        return key >> 128, key >> 64 & ID_MASK
+
+    def next_due(self) -> int | None:
+        """When the first timer is due (it may be one left behind: never later than the
+        first that matters); None: there is none."""
+        return self.timers[0][0] if self.timers else None
+
     def list_tubes(self) -> list[tuple[tuple[int, int], str]]:
         return [(t.order, t.name) for t in self.tubes.values()]
 
@@ -181,6 +197,8 @@ class EngineCore:
         """Make a job ready and hand it to a waiter of its tube if there is one."""
         tube = self.tubes[job.tube]
         tube.add_ready(job)
+        if self.heads_touched is not None:
+            self.heads_touched.add(tube.name)
         if tube.waiters and not tube.closed(now):
             self._serve_tube(tube, now)
 
@@ -192,6 +210,8 @@ class EngineCore:
         tube = self.tubes[job.tube]
         if job.state == ST_READY:
             tube.remove_ready(job)
+            if self.heads_touched is not None:
+                self.heads_touched.add(tube.name)
         elif job.state == ST_DELAYED:
             self._unlink_delayed(job)
         elif job.state == ST_BURIED:

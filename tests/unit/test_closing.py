@@ -58,7 +58,7 @@ def state(core: ShardCore, job_id: int) -> bytes:
 def test_the_jobs_are_ready_at_once_and_handed_out_only_after_unhold() -> None:
     core = holding()
     assert run(core, B, reserve(10)) == {}  # a waiter on t
-    assert run(core, A, req(ops.DISCONNECT, 20, HOLDER, True)) == {A: [[20]]}  # answered
+    assert run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False)) == {A: [[20]]}  # answered
     assert state(core, 5) == b"state: ready"  # seen ready by anyone at once
     assert 10 in core.engine.waiters  # but not handed to the waiter yet
     got = run(core, A, req(ops.UNHOLD, 0, HOLDER))
@@ -68,13 +68,13 @@ def test_the_jobs_are_ready_at_once_and_handed_out_only_after_unhold() -> None:
 def test_a_plain_disconnect_serves_the_waiter_at_once() -> None:
     core = holding()
     run(core, B, reserve(10))
-    got = run(core, A, req(ops.DISCONNECT, 0, HOLDER, False))
+    got = run(core, A, req(ops.DISCONNECT, 0, HOLDER, False, False))
     assert got[B][0][0] == 10 and got[B][0][2] == RESERVED_5
 
 
 def test_a_reserve_during_the_hold_waits_for_it_even_with_timeout_0() -> None:
     core = holding()
-    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True))
+    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     assert run(core, B, reserve(10, timeout_at=T0)) == {}  # not TIMED_OUT: job 5 is ready
     got = run(core, A, req(ops.UNHOLD, 0, HOLDER), T0 + 1)
     assert got[B][0][0] == 10 and got[B][0][2] == RESERVED_5
@@ -82,7 +82,7 @@ def test_a_reserve_during_the_hold_waits_for_it_even_with_timeout_0() -> None:
 
 def test_a_reserve_job_during_the_hold_waits_for_it() -> None:
     core = holding()
-    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True))
+    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     assert run(core, B, req(ops.RESERVE_JOB, 10, OTHER, 5)) == {}
     got = run(core, A, req(ops.UNHOLD, 0, HOLDER))
     assert got[B][0][0] == 10 and got[B][0][2] == RESERVED_5
@@ -90,25 +90,25 @@ def test_a_reserve_job_during_the_hold_waits_for_it() -> None:
 
 def test_other_tubes_are_not_held() -> None:
     core = holding()
-    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True))
+    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     got = run(core, B, reserve(10, ("u",), timeout_at=T0))
     assert got[B][0][2] == b"RESERVED 6 1\r\ny\r\n"
 
 
 def test_a_deferred_reserve_that_is_cancelled_or_whose_client_left_never_runs() -> None:
     core = holding()
-    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True))
+    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     run(core, B, reserve(10))
     run(core, B, reserve(11, conn=tagged(2, 1)))
     assert run(core, B, req(ops.CANCEL, 10, OTHER)) == {B: [[10, CANCELLED]]}
-    assert run(core, B, req(ops.DISCONNECT, 0, tagged(2, 1), False)) == {}
+    assert run(core, B, req(ops.DISCONNECT, 0, tagged(2, 1), False, False)) == {}
     assert run(core, A, req(ops.UNHOLD, 0, HOLDER)) == {}  # nothing deferred is left
     assert state(core, 5) == b"state: ready"
 
 
 def test_a_hold_never_lifted_ends_after_hold_s() -> None:
     core = holding()
-    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True))
+    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     run(core, B, reserve(10))
     assert core.next_wakeup() == T0 + HOLD_NS  # the loop wakes for it
     assert run(core, B, req(ops.STATS_TUBE, 12, OTHER, "t"), T0 + HOLD_NS - 1)[B][0][0] == 12
@@ -119,7 +119,7 @@ def test_a_hold_never_lifted_ends_after_hold_s() -> None:
 
 def test_a_restarted_serving_process_ends_its_holds() -> None:
     core = holding()
-    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True))
+    run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     run(core, B, reserve(10))
     got = run(core, A, req(ops.RESET, 0, 0))  # serving process 0 (HOLDER's) restarted
     assert got[B][0][0] == 10 and got[B][0][2] == RESERVED_5

@@ -129,5 +129,5 @@ def test_a_disconnect_forgets_whom_its_waiters_answered_to() -> None:
     core.handle(b"peer", req(ops.RESERVE, 5, 77, ["default"], None, None, False), 1)
     core.handle(b"peer", req(ops.RESERVE, 6, 78, ["default"], None, None, False), 1)
     assert set(core.waiting_peer) == {5, 6}
-    core.handle(b"peer", req(ops.DISCONNECT, 0, 77, False), 2)
+    core.handle(b"peer", req(ops.DISCONNECT, 0, 77, False, False), 2)
     assert set(core.waiting_peer) == {6}  # a closed connection's waiter leaves nothing behind

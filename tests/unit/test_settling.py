@@ -83,7 +83,7 @@ def test_a_held_reserve_that_is_cancelled_or_whose_client_left_never_runs() -> N
     run(core, B, reserve(10))
     run(core, B, reserve(20, conn=tagged(2, 1)))
     assert run(core, B, req(ops.CANCEL, 10, OTHER)) == {B: [[10, CANCELLED]]}
-    assert run(core, B, req(ops.DISCONNECT, 0, tagged(2, 1), False)) == {}
+    assert run(core, B, req(ops.DISCONNECT, 0, tagged(2, 1), False, False)) == {}
     run(core, A, req(ops.SETTLED, 0, 0))
     assert run(core, B, req(ops.SETTLED, 0, 1)) == {}  # nothing held is left to answer
     peek = run(core, B, req(ops.PEEK_READY, 30, OTHER, "t"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster.wire import Request
@@ -43,7 +43,7 @@ def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
             return
         conn.waiting = self.request(shard, ops.RESERVE, conn, args, self.on_reserved)
         return
-    if len(by_shard) == 2 and self.reserve_against_home(conn, by_shard, now):
+    if self.reserve_against_home(conn, by_shard, now):
         return
     cross = CrossReserve(conn)
     cross.expire_at, cross.reply = timeout_at, proto.TIMED_OUT
@@ -61,22 +61,36 @@ def do_reserve(self: ServingProcess, conn: Conn, timeout: int | None) -> None:
 def reserve_against_home(
     self: ServingProcess, conn: Conn, by_shard: dict[int, list[str]], now: int
 ) -> bool:
-    """A reserve over the hosted shard and one other, when the hosted one has a job ready:
-    that job is offered here at once, and the other shard is asked to reserve its best
-    only if it comes first (RESERVE_BETTER) — one request and its answer, where the offer
-    protocol takes an offer from each shard and an accept or decline (docs/ARCHITECTURE.md,
-    "Offers"). False: no job ready at home (or its shard holds reserves back), so the
-    reserve may have to wait, which the offer protocol does."""
+    """A reserve over the hosted shard and others, when the hosted one has a job ready:
+    that job is offered here at once. When no other shard's published heads come before it
+    (processes/common/heads.py), it is taken: no other shard is asked. Else, with one other
+    shard, that shard is asked to reserve its best only if it comes first (RESERVE_BETTER)
+    — one request and its answer, where the offer protocol takes an offer from each shard
+    and an accept or decline (docs/ARCHITECTURE.md, "Offers"). False: no job ready at home
+    (or its shard holds reserves back), so the reserve may have to wait, or several other
+    shards may hold a better job: the offer protocol settles it."""
     home = self.hosted_index
     if home not in by_shard or self.outq.get(home):
         return False
     assert self.hosted is not None
-    offer = self.hosted.core.offer_local(conn.id, tuple(by_shard[home]), now)
+    core = self.hosted.core
+    offer = core.offer_local(conn.id, tuple(by_shard[home]), now)
     if offer is None:
         return False
-    conn.offered = Offer._make(offer)
-    ((other, tubes),) = [(shard, t) for shard, t in by_shard.items() if shard != home]
-    args = BetterArgs(tubes, conn.offered.pri, conn.offered.seq)
+    offered = Offer._make(offer)
+    others = [(shard, t) for shard, t in by_shard.items() if shard != home]
+    heads = self.peer_heads
+    if heads is not None and not heads.beaten(others, offered.pri, offered.seq, now):
+        core.settle_local(conn.id, offered.job_id, True, now)  # the best there is: taken
+        conn.reserved[offered.job_id] = now + offered.ttr
+        self.reply(conn, offered.reply)
+        return True
+    if len(others) > 1:
+        core.settle_local(conn.id, offered.job_id, False, now)  # back: every shard is asked
+        return False
+    conn.offered = offered
+    ((other, tubes),) = others
+    args = BetterArgs(tubes, offered.pri, offered.seq)
     conn.waiting = self.request(other, ops.RESERVE_BETTER, conn, args, self.on_better)
     return True
 
@@ -244,10 +258,17 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
     made the jobs ready (their answers to DISCONNECT with hold), then UNHOLD opens them:
     nobody can take one of the jobs and then see another still reserved."""
     holding = {self.ids.job_shard(job_id) for job_id in conn.reserved}
+    # another shard that gets jobs back has better heads than it has published until it
+    # has taken the DISCONNECT: reserves ask it until its answer (processes/common/heads.py)
+    doubted = holding - {self.hosted_index} if self.peer_heads is not None else set()
     if len(holding) < 2:
         holding = set()
     for shard in conn.shards - holding:
-        self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False), None)
+        if shard in doubted:
+            rid = self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False, True), None)
+            self.doubt_heads(shard, rid)
+        else:
+            self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False, False), None)
     if not holding:
         return
     unanswered = set(holding)
@@ -260,9 +281,36 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
                 self.request(target, ops.UNHOLD, conn, (), None)
 
     for shard in holding:
-        hold = DisconnectArgs(True)
+        hold = DisconnectArgs(True, False)
         rid = self.request(shard, ops.DISCONNECT, conn, hold, None)
-        self.pending[rid] = (None, functools.partial(answered, shard))
+        if shard in doubted:
+            self.doubt_heads(shard, rid)
+            self.pending[rid] = (None, functools.partial(trusted_then, self, shard, answered))
+        else:
+            self.pending[rid] = (None, functools.partial(answered, shard))
         # forgotten, not resent, if the shard restarts (resync: its connection is gone);
         # the other shards' holds then end by themselves (closing.HOLD_S)
         self.inflight[rid] = (shard, Request(ops.DISCONNECT, rid, conn.id, hold))
+
+
+def doubt_heads(self: ServingProcess, shard: int, rid: int) -> None:
+    """The shard's published heads may be worse than its jobs until it answers `rid` (a
+    DISCONNECT that gives jobs back): reserves ask it meanwhile."""
+    assert self.peer_heads is not None
+    self.peer_heads.doubt(shard)
+    if rid not in self.pending:
+        self.pending[rid] = (None, functools.partial(trusted_then, self, shard, None))
+
+
+def trusted_then(
+    self: ServingProcess,
+    shard: int,
+    then: Callable[[int, Conn | None, Sequence[Any]], None] | None,
+    conn: Conn | None,
+    payload: Sequence[Any],
+) -> None:
+    """The shard answered the DISCONNECT: its heads hold the jobs given back (and `then`)."""
+    assert self.peer_heads is not None
+    self.peer_heads.trust(shard)
+    if then is not None:
+        then(shard, conn, payload)

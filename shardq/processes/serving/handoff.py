@@ -350,7 +350,7 @@ def let_go(self: ServingProcess, conn: Conn) -> None:
     conn.step("close")
     conn.sock.close()  # our descriptor only: the new owner's keeps the connection open
     for shard in conn.shards:  # nothing is held, but leave no trace of the old id
-        self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False), None)
+        self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False, False), None)
     self.handovers.handed_off += 1
 
 

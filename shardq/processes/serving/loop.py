@@ -80,6 +80,7 @@ class ServingProcess(ServingState):
     reask_offers = cross.reask_offers
     reserve_at_eof = cross.reserve_at_eof
     disconnect = cross.disconnect
+    doubt_heads = cross.doubt_heads
     reply = clients.reply
     flush_output = clients.flush_output
     finish = clients.finish

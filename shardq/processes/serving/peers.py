@@ -198,6 +198,8 @@ def resync(self: ServingProcess, target: int) -> None:
         # a restarted shard may hand out jobs now
         refs.append(Request(ops.SETTLED, 0, self.index, ()))
     self.reask_offers(target)
+    if self.peer_heads is not None:
+        self.peer_heads.forget(target)  # restarted: its table is made again
     resend = []
     for rid, (t, req) in sorted(self.inflight.items()):
         if t != target:

@@ -22,6 +22,7 @@ import zmq
 from shardq.cluster.routing import TubeShards, tagged
 from shardq.cluster.wire import Request
 from shardq.processes.common import live
+from shardq.processes.common.heads import PeerHeads
 from shardq.processes.common.inbox import Inbox
 from shardq.processes.common.listener import Network, parse_networks
 from shardq.processes.common.settings import ServingSettings
@@ -74,6 +75,9 @@ class ServingState:
         # no allow-list (only the server's user can open the run directory)
         self.private: socket.socket | None = None
         self.shard_count = shards
+        #: the other shards' published heads: a reserve over several shards settled here
+        #: when the hosted shard's job comes first (cross.py); None with one shard
+        self.peer_heads = PeerHeads(run_dir) if shards > 1 else None
         self.max_job_size = max_job_size = settings.max_job_size
         self.ctx = context()
         self.socks: dict[int, zmq.Socket] = {}

@@ -22,6 +22,7 @@ from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
 from shardq.processes.common import live, outofmemory, quota
+from shardq.processes.common.heads import HeadTable
 from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
@@ -71,6 +72,8 @@ class ShardCore(Direct):
         self.quota = quota.inherited
         self.settle_quota()  # what this shard holds now: recovered, or nothing
         self.settling: Settling | None = None
+        #: its tubes' best ready jobs, published for the serving processes (several shards)
+        self.heads: HeadTable | None = None
         self.closing = Closing()  # closes whose tubes are held (processes/shard/closing.py)
         if settle_from:
             self.settling = Settling(settle_from, time.monotonic_ns())
@@ -201,7 +204,10 @@ class ShardCore(Direct):
     def commit(self) -> None:
         """Group commit, before any reply of the turn leaves: this turn's log records in one
         write, synced as the policy says; the turn's job events to the event log; the room
-        the turn's deletes freed given back to the quota."""
+        the turn's deletes freed given back to the quota; the heads of the tubes whose
+        ready jobs changed, published (processes/common/heads.py)."""
+        if self.heads is not None:
+            self.publish_heads()
         if self.quota is not None:
             self.settle_quota()
         wal = self.wal
@@ -221,6 +227,24 @@ class ShardCore(Direct):
         if self.event_log is not None and self.engine.audit:
             self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
             self.engine.audit.clear()
+
+    def publish_heads(self, every: bool = False) -> None:
+        """The best ready job of each tube that changed this turn (`every`: of each tube),
+        and when the next timer is due, for the serving processes' reserves."""
+        heads, engine = self.heads, self.engine
+        assert heads is not None and engine.heads_touched is not None
+        touched = list(engine.tubes) if every else engine.heads_touched
+        if touched:
+            heads.publish(touched, engine.ready_head)
+            engine.heads_touched.clear()
+        heads.set_due(engine.next_due())
+
+    def publish_to(self, heads: HeadTable) -> None:
+        """Publish this shard's heads in `heads` from now on, all of them at once."""
+        self.heads = heads
+        self.engine.heads_touched = set()
+        self.publish_heads(every=True)
+        heads.set_valid(True)
 
     def write_log(self, wal: Wal) -> None:
         """This turn's records in one write, synced as the policy says; compaction when due.
@@ -258,6 +282,8 @@ class ShardCore(Direct):
 
     def close(self) -> None:
         """Sync and close the logs (SIGTERM: what was written is synced before exit)."""
+        if self.heads is not None:
+            self.heads.set_valid(False)  # the serving processes ask until it is back
         if self.wal is not None:
             self.wal.close()
         if self.event_log is not None:

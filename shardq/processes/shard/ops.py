@@ -293,14 +293,16 @@ REF = declare(20, "REF", RefArgs, op_ref)
 
 class DisconnectArgs(NamedTuple):
     hold: bool  #: its tubes stay closed to reserves until UNHOLD (closing.py); answered []
+    answer: bool  #: answered [] once its jobs are ready (the sender doubts our heads until)
 
 
 def op_disconnect(
     c: ShardCore, peer: bytes, rid: int, conn: int, a: DisconnectArgs, now: int
 ) -> Payload | None:
-    """No reply, but with `hold`: [] once its jobs are ready and their tubes held."""
+    """No reply, but with `hold` or `answer`: [] once its jobs are ready (and with `hold`
+    their tubes held)."""
     c.disconnect(conn, a.hold, now)
-    return [] if a.hold else None
+    return [] if a.hold or a.answer else None
 
 
 DISCONNECT = declare(21, "DISCONNECT", DisconnectArgs, core=op_disconnect, replies=False)

@@ -11,7 +11,7 @@ import signal
 
 from shardq.cluster.routing import default_shard
 from shardq.engine.policy import Policies
-from shardq.processes.common import live, wakeup
+from shardq.processes.common import heads, live, wakeup
 from shardq.processes.common.settings import Common, ShardSettings, Store
 from shardq.processes.common.sockpath import ipc_endpoint
 from shardq.processes.shard.core import ShardCore
@@ -43,6 +43,8 @@ def open_core(store: Store, common: Common) -> ShardCore:
         mark = os.path.join(common.run_dir, f"copy-ids-{index}")
     core.engine.copy_id = CopyIds(index, shards, core.engine.jobs, mark).take  # fanout's copies
     live.on_change(core.take_live)
+    if shards > 1:  # a reserve over several shards reads them (serving/cross.py)
+        core.publish_to(heads.HeadTable.publisher(heads.path_of(common.run_dir, index)))
     return core
 
 
