@@ -284,8 +284,7 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
         hold = DisconnectArgs(True, False)
         rid = self.request(shard, ops.DISCONNECT, conn, hold, None)
         if shard in doubted:
-            self.doubt_heads(shard, rid)
-            self.pending[rid] = (None, functools.partial(trusted_then, self, shard, answered))
+            self.doubt_heads(shard, rid, answered)
         else:
             self.pending[rid] = (None, functools.partial(answered, shard))
         # forgotten, not resent, if the shard restarts (resync: its connection is gone);
@@ -293,13 +292,18 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
         self.inflight[rid] = (shard, Request(ops.DISCONNECT, rid, conn.id, hold))
 
 
-def doubt_heads(self: ServingProcess, shard: int, rid: int) -> None:
+def doubt_heads(
+    self: ServingProcess,
+    shard: int,
+    rid: int,
+    then: Callable[[int, Conn | None, Sequence[Any]], None] | None = None,
+) -> None:
     """The shard's published heads may be worse than its jobs until it answers `rid` (a
-    DISCONNECT that gives jobs back): reserves ask it meanwhile."""
+    DISCONNECT that gives jobs back): reserves ask it meanwhile; its answer goes on to
+    `then`."""
     assert self.peer_heads is not None
     self.peer_heads.doubt(shard)
-    if rid not in self.pending:
-        self.pending[rid] = (None, functools.partial(trusted_then, self, shard, None))
+    self.pending[rid] = (None, functools.partial(trusted_then, self, shard, then))
 
 
 def trusted_then(
