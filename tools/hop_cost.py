@@ -1,6 +1,7 @@
 """What one hop between two processes costs: ZeroMQ (a DEALER asking a ROUTER over ipc, as a
-serving process asks a shard) against a plain unix stream socket, one small message each
-way, one round trip at a time.
+serving process asks a shard) against a plain unix stream socket and against shardq's own
+transport over one (processes/common/links.py), one small message each way, one round trip
+at a time.
 
     python tools/hop_cost.py [--trips N] [--bytes B] [--rounds R]
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import select
 import socket
 import sys
 import tempfile
@@ -23,6 +25,10 @@ from collections.abc import Callable
 from statistics import median
 
 import zmq
+
+from shardq.processes.common import links
+
+TOKEN = b"t" * 16
 
 Pair = tuple[Callable[[bytes], None], Callable[[], bytes], Callable[[], None]]
 
@@ -77,7 +83,58 @@ def unix_asker(path: str) -> Pair:
     return s.sendall, lambda: s.recv(1 << 16), s.close
 
 
-TRANSPORTS = {"zmq": (zmq_answerer, zmq_asker), "unix": (unix_answerer, unix_asker)}
+def links_answerer(path: str, trips: int) -> None:
+    """shardq's own transport (processes/common/links.py), waited on as a loop waits: one
+    epoll over the end's descriptor."""
+    router = links.Router(path, TOKEN)
+    poller = select.epoll()
+    poller.register(router.fd, select.EPOLLIN)
+    done = 0
+    while done < trips:
+        try:
+            name, data = router.peek()
+        except links.Again:
+            poller.poll()
+            continue
+        reply = bytes(data)
+        router.taken()
+        router.send(name, reply)
+        done += 1
+    router.close()
+
+
+def links_asker(path: str) -> Pair:
+    dealer = links.Dealer(path, TOKEN + b"a" * 8)
+    poller = select.epoll()
+    poller.register(dealer.fd, select.EPOLLIN)
+    while dealer.stream is None:
+        dealer.connect()
+        time.sleep(0.001)  # the answerer has not bound yet
+
+    def recv() -> bytes:
+        while True:
+            try:
+                data = dealer.peek()
+            except links.Again:
+                poller.poll()
+                dealer.take_changes()
+                continue
+            reply = bytes(data)
+            dealer.taken()
+            return reply
+
+    def close() -> None:
+        dealer.close()
+        poller.close()
+
+    return dealer.send, recv, close
+
+
+TRANSPORTS = {
+    "zmq": (zmq_answerer, zmq_asker),
+    "unix": (unix_answerer, unix_asker),
+    "links": (links_answerer, links_asker),
+}
 
 
 def one_round(transport: str, trips: int, size: int) -> tuple[float, float, float]:
@@ -121,7 +178,7 @@ def main() -> None:
     for transport, rounds in results.items():
         wall, cpu, switches = (median(r[i] for r in rounds) for i in range(3))
         sys.stdout.write(
-            f"{transport:>4}: {wall:6.1f} µs a round trip, {cpu:5.1f} µs CPU (both processes), "
+            f"{transport:>5}: {wall:6.1f} µs a round trip, {cpu:5.1f} µs CPU (both processes), "
             f"{switches:.2f} context switches (medians of {args.rounds} x {args.trips})\n"
         )
 

@@ -1,0 +1,419 @@
+"""Messages between the processes of one server over plain unix stream sockets: the hop of
+ZeroMQ's ROUTER and DEALER without their I/O threads.
+
+Measured (docs/BENCHMARKS.md, "Multitube: why it did not move"): a ZeroMQ round trip between
+two processes costs 165 µs of CPU and 7.4 context switches, a unix socket's 46 µs and 2,
+because every ZeroMQ send wakes the sender's own I/O thread, which wakes the receiver's, which
+wakes the receiving thread. Here a message is one `send` on the sender's side and one
+`recv` on the receiver's, in the process's own loop.
+
+A message on the wire is a 4-byte big-endian length and that many bytes. A `Dealer`
+connects to a `Router`'s path and sends, as its first message, its name (this server's
+token and 8 random bytes, `zmqctx.TOKEN`): the `Router` drops, at that first message, a
+connection whose name is not one of its server's, and hands every later message over with
+the name, as a ZeroMQ ROUTER does, so replies go back by name.
+
+Each end owns an epoll of its own, and its `fd` is that epoll's: readable while any of its
+sockets is, so a loop registers one descriptor per end and it stays the same across
+reconnects (level-triggered: an end that still holds input stays readable). A message
+stays in the end's buffer until `taken` (what common/inbox.py guarantees for ZeroMQ: out
+of memory nothing is lost). A `Dealer` whose peer went away tries again after 1 ms, then
+2 and 4 ms while it stays away (`retry_at`, which the loop adds to its sleep); it reports
+each change as `UP` or `DOWN` in `changes`, in order, and its `fd` is readable meanwhile.
+While down it takes nothing to send (ZMQ_IMMEDIATE's rule: no queue for a peer that is
+not there); a peer that reads too slowly leaves at most `MAX_QUEUED` bytes queued here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import socket
+import time
+from collections import deque
+
+LENGTH_BYTES = 4
+MAX_MESSAGE = 1 << 30  #: a length beyond this is not a message of this server's: drop the link
+MAX_QUEUED = 64 << 20  #: bytes queued for a slow peer before `send` refuses (Again)
+READ_BYTES = 256 << 10  #: one read of a link's input
+RETRY_FIRST_S = 0.001  #: first reconnect after this
+RETRY_MAX_S = 0.004  #: the interval doubles up to this
+UP, DOWN = "up", "down"
+_IN, _OUT = select.EPOLLIN, select.EPOLLOUT
+_GONE = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
+#: every read lands here first (one buffer for the process: a read of its own size each
+#: time would allocate and give back a large block a read, `recv`'s way)
+_READ = bytearray(READ_BYTES)
+_READ_VIEW = memoryview(_READ)
+
+
+class Again(Exception):
+    """The end takes nothing now: its peer is not connected, or reads too slowly."""
+
+
+def frame(data: bytes | bytearray | memoryview) -> bytes:
+    return len(data).to_bytes(LENGTH_BYTES, "big") + bytes(data)
+
+
+class Stream:
+    """One connected socket's two directions: whole messages in, bytes queued out."""
+
+    __slots__ = ("sock", "inbuf", "start", "outbuf", "view")
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.inbuf = bytearray()
+        self.start = 0  # where the first message not taken begins in inbuf
+        self.outbuf = bytearray()
+        self.view: memoryview | None = None  # the message lent out: released before inbuf moves
+
+    def release(self) -> None:
+        if self.view is not None:
+            self.view.release()
+            self.view = None
+
+    def fill(self) -> bool:
+        """Read what the socket holds (one read); False once the peer has closed."""
+        try:
+            n = self.sock.recv_into(_READ)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        if not n:
+            return False
+        self.release()
+        if self.start and self.start == len(self.inbuf):
+            self.inbuf.clear()
+            self.start = 0
+        self.inbuf += _READ_VIEW[:n]
+        return True
+
+    def message(self) -> memoryview | None:
+        """The first whole message not taken yet, or None."""
+        buf, start = self.inbuf, self.start
+        if len(buf) - start < LENGTH_BYTES:
+            return None
+        size = int.from_bytes(buf[start : start + LENGTH_BYTES], "big")
+        if size > MAX_MESSAGE:
+            raise ValueError(f"a message of {size} bytes")
+        end = start + LENGTH_BYTES + size
+        if len(buf) < end:
+            return None
+        self.release()
+        self.view = view = memoryview(buf)[start + LENGTH_BYTES : end]
+        return view
+
+    def take(self) -> None:
+        """The first message is handled: drop it (a view of it is no longer valid)."""
+        self.release()
+        buf = self.inbuf
+        size = int.from_bytes(buf[self.start : self.start + LENGTH_BYTES], "big")
+        self.start += LENGTH_BYTES + size
+        if self.start == len(buf):
+            buf.clear()
+            self.start = 0
+        elif self.start > READ_BYTES:
+            del buf[: self.start]
+            self.start = 0
+
+    def write(self, data: bytes) -> None:
+        """Send `data` now if nothing waits before it; queue what the socket did not take."""
+        if not self.outbuf:
+            try:
+                sent = self.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
+        self.outbuf += data
+
+    def flush(self) -> None:
+        """Send what is queued, as far as the socket takes it (OSError: the peer is gone)."""
+        while self.outbuf:
+            try:
+                sent = self.sock.send(self.outbuf)
+            except (BlockingIOError, InterruptedError):
+                return
+            del self.outbuf[:sent]
+
+
+class Router:
+    """The listening end: any number of Dealers of this server, each known by its name."""
+
+    def __init__(self, path: str, token: bytes) -> None:
+        self.token = token
+        self.poll = select.epoll()
+        self.fd = self.poll.fileno()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a socket file a previous life of this process left
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.poll.register(self.listener.fileno(), _IN)
+        self.streams: dict[int, Stream] = {}  # fd -> its stream
+        self.names: dict[int, bytes] = {}  # fd -> the peer's name, once it said it
+        self.by_name: dict[bytes, Stream] = {}
+        self.ready: deque[int] = deque()  # fds that may hold a whole message
+        self.closing: set[int] = set()  # peers that closed: dropped once their input is read
+        self.strangers = 0  # connections dropped at their first message
+
+    def peek(self) -> tuple[bytes, memoryview]:
+        """The next message (the peer's name, its bytes); it stays until `taken`. Raises
+        Again when none is waiting."""
+        while True:
+            while self.ready:
+                fd = self.ready[0]
+                stream = self.streams.get(fd)
+                message = None
+                if stream is not None:
+                    try:
+                        message = stream.message()
+                    except ValueError:
+                        self.drop(fd)
+                        continue
+                if message is None:
+                    self.ready.popleft()
+                    if fd in self.closing and fd not in self.ready:
+                        self.drop(fd)
+                    continue
+                name = self.names.get(fd)
+                if name is None:  # its first message: who it is
+                    self.hello(fd, stream, bytes(message))  # type: ignore[arg-type]
+                    continue
+                return name, message
+            if not self.collect():
+                raise Again
+
+    def taken(self) -> None:
+        """The message `peek` returned is handled."""
+        self.streams[self.ready[0]].take()
+
+    def held(self) -> bool:
+        """A whole message may be at hand (read from the socket, not taken)."""
+        return bool(self.ready)
+
+    def send(self, name: bytes, data: bytes) -> None:
+        """Queue `data` for the peer `name`; dropped if it has gone (as a ROUTER does)."""
+        stream = self.by_name.get(name)
+        if stream is None:
+            return
+        stream.write(frame(data))
+        if stream.outbuf:
+            self.poll.modify(stream.sock.fileno(), _IN | _OUT)
+
+    def collect(self) -> bool:
+        """Take in what the sockets hold now (no wait); True if any may hold a message."""
+        for fd, mask in self.poll.poll(0):
+            if fd == self.listener.fileno():
+                self.accept()
+                continue
+            stream = self.streams.get(fd)
+            if stream is None:
+                continue
+            if mask & _OUT:
+                try:
+                    stream.flush()
+                except OSError:
+                    self.drop(fd)
+                    continue
+                if not stream.outbuf:
+                    self.poll.modify(fd, _IN)
+            if mask & ~_OUT:
+                if stream.fill():
+                    self.ready.append(fd)
+                else:
+                    self.ready.append(fd)  # what it sent before it closed is still read
+                    self.gone(fd)
+        return bool(self.ready)
+
+    def accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors: the peer tries again
+                return
+            self.streams[sock.fileno()] = Stream(sock)
+            self.poll.register(sock.fileno(), _IN)
+
+    def hello(self, fd: int, stream: Stream, name: bytes) -> None:
+        stream.take()
+        if not name.startswith(self.token):
+            self.strangers += 1
+            self.drop(fd)
+            return
+        self.names[fd] = name
+        self.by_name[name] = stream
+
+    def gone(self, fd: int) -> None:
+        """The peer closed: stop watching its socket (its last messages may still be read)."""
+        stream = self.streams.get(fd)
+        if stream is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.poll.unregister(fd)
+            name = self.names.get(fd)
+            if name is not None and self.by_name.get(name) is stream:
+                del self.by_name[name]
+            self.closing.add(fd)
+
+    def drop(self, fd: int) -> None:
+        self.gone(fd)
+        self.closing.discard(fd)
+        stream = self.streams.pop(fd, None)
+        self.names.pop(fd, None)
+        if stream is not None:
+            stream.sock.close()
+
+    def close(self) -> None:
+        for fd in list(self.streams):
+            self.drop(fd)
+        self.listener.close()
+        self.poll.close()
+
+
+class Dealer:
+    """The connecting end: one peer, reached again whenever it comes back."""
+
+    def __init__(self, path: str, name: bytes) -> None:
+        self.path = path
+        self.name = name
+        self.poll = select.epoll()
+        self.fd = self.poll.fileno()
+        self.signal_r, self.signal_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.poll.register(self.signal_r, _IN)  # readable while `changes` holds any
+        self.stream: Stream | None = None
+        self.changes: deque[str] = deque()
+        self.retry_at = 0.0  # monotonic s of the next connect while down (0: up)
+        self.retry_s = RETRY_FIRST_S
+
+    def connect(self) -> None:
+        """Try to reach the peer now; while it is away, `retry_at` says when to try again."""
+        if self.stream is not None:
+            return
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(self.path)  # a unix socket connects or fails at once
+        except OSError as e:
+            sock.close()
+            if e.errno not in _GONE:
+                raise
+            self.retry_at = time.monotonic() + self.retry_s
+            self.retry_s = min(2 * self.retry_s, RETRY_MAX_S)
+            return
+        self.stream = stream = Stream(sock)
+        stream.write(frame(self.name))
+        self.poll.register(sock.fileno(), _IN | (_OUT if stream.outbuf else 0))
+        self.retry_at = 0.0
+        self.retry_s = RETRY_FIRST_S
+        self.change(UP)
+
+    def retry(self, now: float) -> None:
+        """Connect again if it is time to (the loop calls it when `retry_at` has passed)."""
+        if self.stream is None and now >= self.retry_at:
+            self.connect()
+
+    def send(self, data: bytes) -> None:
+        """Queue one message; Again while the peer is away or `MAX_QUEUED` bytes wait."""
+        stream = self.stream
+        if stream is None or len(stream.outbuf) > MAX_QUEUED:
+            raise Again
+        had = bool(stream.outbuf)
+        stream.write(frame(data))
+        if stream.outbuf and not had:
+            self.poll.modify(stream.sock.fileno(), _IN | _OUT)
+
+    def peek(self) -> memoryview:
+        """The next message; it stays until `taken`. Raises Again when none is waiting."""
+        stream = self.stream
+        if stream is not None:
+            message = self.message(stream)
+            if message is not None:
+                return message
+            self.collect()
+            stream = self.stream
+            if stream is not None:
+                message = self.message(stream)
+                if message is not None:
+                    return message
+        raise Again
+
+    def taken(self) -> None:
+        assert self.stream is not None
+        self.stream.take()
+
+    def held(self) -> bool:
+        """A whole message or a change is at hand."""
+        stream = self.stream
+        return bool(self.changes) or (stream is not None and self.message(stream) is not None)
+
+    def message(self, stream: Stream) -> memoryview | None:
+        try:
+            return stream.message()
+        except ValueError:  # not a message of this server's: start again
+            self.lost()
+            return None
+
+    def collect(self) -> None:
+        """Take in what the socket holds now, and send what waits to be sent (no wait)."""
+        stream = self.stream
+        if stream is None:
+            return
+        if not stream.outbuf:  # nothing to send: a read says all (the poll is a syscall more)
+            if not stream.fill():
+                self.lost()
+            return
+        for fd, mask in self.poll.poll(0):
+            if fd != stream.sock.fileno():
+                continue
+            if mask & _OUT:
+                try:
+                    stream.flush()
+                except OSError:
+                    self.lost()
+                    return
+                if not stream.outbuf:
+                    self.poll.modify(fd, _IN)
+            if mask & ~_OUT and not stream.fill():
+                self.lost()
+                return
+
+    def take_changes(self) -> list[str]:
+        """UP and DOWN, in the order they happened, since the last call."""
+        with contextlib.suppress(BlockingIOError):
+            os.read(self.signal_r, 512)
+        changes = list(self.changes)
+        self.changes.clear()
+        return changes
+
+    def change(self, what: str) -> None:
+        self.changes.append(what)
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.signal_w, b"!")
+
+    def lost(self) -> None:
+        """The peer went away: what it did not take is dropped (its requests are sent again
+        by whoever tracks them), and it is tried again soon."""
+        stream = self.stream
+        if stream is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self.poll.unregister(stream.sock.fileno())
+        stream.sock.close()
+        self.stream = None
+        self.retry_at = time.monotonic() + self.retry_s
+        self.change(DOWN)
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.sock.close()
+            self.stream = None
+        os.close(self.signal_r)
+        os.close(self.signal_w)
+        self.poll.close()

@@ -1,0 +1,201 @@
+"""processes/common/links.py: messages over unix sockets between a Router and its Dealers,
+in one process (both ends are non-blocking; `wait` polls an end's descriptor as a loop
+would)."""
+
+from __future__ import annotations
+
+import select
+import socket
+from pathlib import Path
+
+import pytest
+
+from shardq.processes.common import links
+from shardq.processes.common.links import DOWN, UP, Again, Dealer, Router
+
+TOKEN = b"t" * 16
+
+
+def wait(*fds: int, timeout_s: float = 5.0) -> None:
+    """Until one of the ends' descriptors is readable (as the loop's epoll sees them)."""
+    ready, _, _ = select.select(fds, [], [], timeout_s)
+    assert ready, "no end became readable"
+
+
+def router_message(router: Router) -> tuple[bytes, bytes]:
+    while True:
+        try:
+            name, data = router.peek()
+        except Again:
+            wait(router.fd)
+            continue
+        got = (name, bytes(data))
+        router.taken()
+        return got
+
+
+def dealer_message(dealer: Dealer) -> bytes:
+    while True:
+        try:
+            data = dealer.peek()
+        except Again:
+            wait(dealer.fd)
+            continue
+        got = bytes(data)
+        dealer.taken()
+        return got
+
+
+def settle(router: Router) -> None:
+    """Let the router take in everything sent to it; none of it may be a message."""
+    while select.select([router.fd], [], [], 0.2)[0]:
+        with pytest.raises(Again):
+            router.peek()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> str:
+    return str(tmp_path / "shard-0")
+
+
+def test_a_request_and_its_reply_go_by_name(path: str) -> None:
+    router = Router(path, TOKEN)
+    a, b = Dealer(path, TOKEN + b"a" * 8), Dealer(path, TOKEN + b"b" * 8)
+    a.connect()
+    b.connect()
+    assert a.take_changes() == [UP] and b.take_changes() == [UP]
+    a.send(b"from a")
+    b.send(b"from b")
+    got = {router_message(router), router_message(router)}
+    assert got == {(TOKEN + b"a" * 8, b"from a"), (TOKEN + b"b" * 8, b"from b")}
+    router.send(TOKEN + b"b" * 8, b"to b")
+    router.send(TOKEN + b"a" * 8, b"to a")
+    assert dealer_message(a) == b"to a"
+    assert dealer_message(b) == b"to b"
+    for end in (a, b, router):
+        end.close()
+
+
+def test_messages_keep_their_order_and_their_bounds(path: str) -> None:
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    sent = [bytes([i % 256]) * n for i, n in enumerate([0, 1, 3, 70_000, 5, 2_000_000, 9])]
+    for data in sent:
+        dealer.send(data)
+    got: list[bytes] = []
+    while len(got) < len(sent):
+        dealer.collect()  # what the socket did not take at once goes as the peer reads
+        try:
+            _name, view = router.peek()
+        except Again:
+            wait(router.fd, dealer.fd)
+            continue
+        got.append(bytes(view))
+        router.taken()
+    assert got == sent
+    dealer.close()
+    router.close()
+
+
+def test_a_message_stays_until_taken(path: str) -> None:
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    dealer.send(b"one")
+    dealer.send(b"two")
+    wait(router.fd)
+    first = router_message(router)
+    assert first[1] == b"one"
+    _name, again = router.peek()
+    assert bytes(again) == b"two"
+    _name, still = router.peek()  # not taken: the same message
+    assert bytes(still) == b"two"
+    router.taken()
+    with pytest.raises(Again):
+        router.peek()
+    dealer.close()
+    router.close()
+
+
+def test_a_stranger_is_dropped_at_its_first_message(path: str) -> None:
+    router = Router(path, TOKEN)
+    stranger = Dealer(path, b"s" * 24)
+    stranger.connect()
+    stranger.send(b"hello")
+    settle(router)
+    assert router.strangers == 1
+    wait(stranger.fd)
+    with pytest.raises(Again):
+        stranger.peek()
+    assert stranger.take_changes() == [UP, DOWN]
+    stranger.close()
+    router.close()
+
+
+def test_a_dealer_goes_down_and_up_with_its_peer(path: str) -> None:
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()  # nobody there yet
+    assert dealer.take_changes() == [] and dealer.retry_at > 0
+    with pytest.raises(Again):
+        dealer.send(b"lost")  # nothing is queued for a peer that is not there
+    router = Router(path, TOKEN)
+    dealer.retry(dealer.retry_at)
+    assert dealer.take_changes() == [UP]
+    dealer.send(b"first life")
+    assert router_message(router)[1] == b"first life"
+    router.close()  # the peer dies
+    wait(dealer.fd)
+    with pytest.raises(Again):
+        dealer.peek()
+    assert dealer.take_changes() == [DOWN]
+    assert dealer.retry_at > 0
+    router = Router(path, TOKEN)  # restarted: binds its path again
+    dealer.retry(dealer.retry_at)
+    assert dealer.take_changes() == [UP]
+    dealer.send(b"second life")
+    assert router_message(router)[1] == b"second life"
+    dealer.close()
+    router.close()
+
+
+def test_a_closed_dealer_is_read_to_its_end_and_then_forgotten(path: str) -> None:
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    dealer.send(b"last words")
+    dealer.close()
+    assert router_message(router)[1] == b"last words"
+    with pytest.raises(Again):
+        router.peek()
+    assert router.streams == {}  # its socket closed here too
+    router.send(TOKEN + b"x" * 8, b"to nobody")  # dropped, as a ROUTER drops it
+    router.close()
+
+
+def test_a_length_beyond_any_message_drops_the_link(path: str) -> None:
+    router = Router(path, TOKEN)
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(path)
+    raw.sendall(links.frame(TOKEN + b"r" * 8) + (links.MAX_MESSAGE + 1).to_bytes(4, "big"))
+    settle(router)
+    assert router.streams == {}
+    assert raw.recv(1) == b""  # closed by the router
+    raw.close()
+    router.close()
+
+
+def test_the_descriptor_stays_across_reconnects(path: str) -> None:
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    fd = dealer.fd
+    dealer.connect()
+    router.close()
+    wait(dealer.fd)
+    with pytest.raises(Again):
+        dealer.peek()
+    router = Router(path, TOKEN)
+    dealer.retry(dealer.retry_at)
+    assert dealer.fd == fd and dealer.take_changes() == [UP, DOWN, UP]
+    dealer.close()
+    router.close()
