@@ -199,3 +199,22 @@ def test_the_descriptor_stays_across_reconnects(path: str) -> None:
     assert dealer.fd == fd and dealer.take_changes() == [UP, DOWN, UP]
     dealer.close()
     router.close()
+
+
+def test_a_peer_gone_before_its_end_is_read_costs_no_error(path: str) -> None:
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    dealer.send(b"hi")
+    assert router_message(router)[1] == b"hi"
+    other = Dealer(path, TOKEN + b"y" * 8)
+    other.connect()
+    dealer.close()  # gone; the router has not read its end yet
+    router.send(TOKEN + b"x" * 8, b"reply")  # the write fails: the link is dropped
+    assert TOKEN + b"x" * 8 not in router.by_name
+    router.close()  # and the dealer's side: its peer goes while it sends
+    wait(other.fd)
+    with pytest.raises(Again):
+        for _ in range(3):
+            other.send(b"x" * 100_000)
+    other.close()

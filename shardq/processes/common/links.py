@@ -121,7 +121,8 @@ class Stream:
             self.start = 0
 
     def write(self, data: bytes) -> None:
-        """Send `data` now if nothing waits before it; queue what the socket did not take."""
+        """Send `data` now if nothing waits before it; queue what the socket did not take
+        (OSError: the peer is gone)."""
         if not self.outbuf:
             try:
                 sent = self.sock.send(data)
@@ -203,7 +204,11 @@ class Router:
         stream = self.by_name.get(name)
         if stream is None:
             return
-        stream.write(frame(data))
+        try:
+            stream.write(frame(data))
+        except OSError:  # it closed before its end was read here: as gone
+            self.drop(stream.sock.fileno())
+            return
         if stream.outbuf:
             self.poll.modify(stream.sock.fileno(), _IN | _OUT)
 
@@ -325,7 +330,11 @@ class Dealer:
         if stream is None or len(stream.outbuf) > MAX_QUEUED:
             raise Again
         had = bool(stream.outbuf)
-        stream.write(frame(data))
+        try:
+            stream.write(frame(data))
+        except OSError:  # the peer went before its end was read here
+            self.lost()
+            raise Again from None
         if stream.outbuf and not had:
             self.poll.modify(stream.sock.fileno(), _IN | _OUT)
 
