@@ -54,19 +54,20 @@ class Again(Exception):
 
 
 def frame(data: bytes | bytearray | memoryview) -> bytes:
-    return len(data).to_bytes(LENGTH_BYTES, "big") + bytes(data)
+    return len(data).to_bytes(LENGTH_BYTES, "big") + data  # bytes, whatever `data` is
 
 
 class Stream:
     """One connected socket's two directions: whole messages in, bytes queued out."""
 
-    __slots__ = ("sock", "inbuf", "start", "outbuf", "view")
+    __slots__ = ("sock", "inbuf", "start", "end", "outbuf", "view")
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self.sock = sock
         self.inbuf = bytearray()
         self.start = 0  # where the first message not taken begins in inbuf
+        self.end = 0  # where it ends, once `message` has found it whole
         self.outbuf = bytearray()
         self.view: memoryview | None = None  # the message lent out: released before inbuf moves
 
@@ -86,9 +87,6 @@ class Stream:
         if not n:
             return False
         self.release()
-        if self.start and self.start == len(self.inbuf):
-            self.inbuf.clear()
-            self.start = 0
         self.inbuf += _READ_VIEW[:n]
         return True
 
@@ -104,15 +102,15 @@ class Stream:
         if len(buf) < end:
             return None
         self.release()
+        self.end = end
         self.view = view = memoryview(buf)[start + LENGTH_BYTES : end]
         return view
 
     def take(self) -> None:
-        """The first message is handled: drop it (a view of it is no longer valid)."""
+        """The message `message` found is handled: drop it (its view is no longer valid)."""
         self.release()
         buf = self.inbuf
-        size = int.from_bytes(buf[self.start : self.start + LENGTH_BYTES], "big")
-        self.start += LENGTH_BYTES + size
+        self.start = self.end
         if self.start == len(buf):
             buf.clear()
             self.start = 0
@@ -132,6 +130,25 @@ class Stream:
                 return
             data = data[sent:]
         self.outbuf += data
+
+    def queue(self, poll: select.epoll, data: bytes) -> None:
+        """Send one message, or queue it and have `poll` report when the socket takes more
+        (OSError: the peer is gone)."""
+        had = bool(self.outbuf)
+        self.write(frame(data))
+        if self.outbuf and not had:
+            poll.modify(self.sock.fileno(), _IN | _OUT)
+
+    def writable(self, poll: select.epoll) -> bool:
+        """The socket takes more: send what is queued (and stop asking once it is all
+        gone); False if the peer is gone."""
+        try:
+            self.flush()
+        except OSError:
+            return False
+        if not self.outbuf:
+            poll.modify(self.sock.fileno(), _IN)
+        return True
 
     def flush(self) -> None:
         """Send what is queued, as far as the socket takes it (OSError: the peer is gone)."""
@@ -185,7 +202,7 @@ class Router:
                     continue
                 name = self.names.get(fd)
                 if name is None:  # its first message: who it is
-                    self.hello(fd, stream, bytes(message))  # type: ignore[arg-type]
+                    self.hello(fd, bytes(message))
                     continue
                 return name, message
             if not self.collect():
@@ -205,12 +222,9 @@ class Router:
         if stream is None:
             return
         try:
-            stream.write(frame(data))
+            stream.queue(self.poll, data)
         except OSError:  # it closed before its end was read here: as gone
             self.drop(stream.sock.fileno())
-            return
-        if stream.outbuf:
-            self.poll.modify(stream.sock.fileno(), _IN | _OUT)
 
     def collect(self) -> bool:
         """Take in what the sockets hold now (no wait); True if any may hold a message."""
@@ -221,19 +235,12 @@ class Router:
             stream = self.streams.get(fd)
             if stream is None:
                 continue
-            if mask & _OUT:
-                try:
-                    stream.flush()
-                except OSError:
-                    self.drop(fd)
-                    continue
-                if not stream.outbuf:
-                    self.poll.modify(fd, _IN)
+            if mask & _OUT and not stream.writable(self.poll):
+                self.drop(fd)
+                continue
             if mask & ~_OUT:
-                if stream.fill():
-                    self.ready.append(fd)
-                else:
-                    self.ready.append(fd)  # what it sent before it closed is still read
+                self.ready.append(fd)  # what it sent before it closed is still read
+                if not stream.fill():
                     self.gone(fd)
         return bool(self.ready)
 
@@ -248,7 +255,8 @@ class Router:
             self.streams[sock.fileno()] = Stream(sock)
             self.poll.register(sock.fileno(), _IN)
 
-    def hello(self, fd: int, stream: Stream, name: bytes) -> None:
+    def hello(self, fd: int, name: bytes) -> None:
+        stream = self.streams[fd]
         stream.take()
         if not name.startswith(self.token):
             self.strangers += 1
@@ -329,28 +337,21 @@ class Dealer:
         stream = self.stream
         if stream is None or len(stream.outbuf) > MAX_QUEUED:
             raise Again
-        had = bool(stream.outbuf)
         try:
-            stream.write(frame(data))
+            stream.queue(self.poll, data)
         except OSError:  # the peer went before its end was read here
             self.lost()
             raise Again from None
-        if stream.outbuf and not had:
-            self.poll.modify(stream.sock.fileno(), _IN | _OUT)
 
     def peek(self) -> memoryview:
         """The next message; it stays until `taken`. Raises Again when none is waiting."""
-        stream = self.stream
-        if stream is not None:
-            message = self.message(stream)
+        for read_first in (False, True):
+            if read_first:
+                self.collect()
+            stream = self.stream
+            message = None if stream is None else self.message(stream)
             if message is not None:
                 return message
-            self.collect()
-            stream = self.stream
-            if stream is not None:
-                message = self.message(stream)
-                if message is not None:
-                    return message
         raise Again
 
     def taken(self) -> None:
@@ -374,22 +375,12 @@ class Dealer:
         stream = self.stream
         if stream is None:
             return
-        if not stream.outbuf:  # nothing to send: a read says all (the poll is a syscall more)
-            if not stream.fill():
-                self.lost()
-            return
         for fd, mask in self.poll.poll(0):
             if fd != stream.sock.fileno():
                 continue
-            if mask & _OUT:
-                try:
-                    stream.flush()
-                except OSError:
-                    self.lost()
-                    return
-                if not stream.outbuf:
-                    self.poll.modify(fd, _IN)
-            if mask & ~_OUT and not stream.fill():
+            if (mask & _OUT and not stream.writable(self.poll)) or (
+                mask & ~_OUT and not stream.fill()
+            ):
                 self.lost()
                 return
 
