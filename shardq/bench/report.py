@@ -34,7 +34,6 @@ same load (`shardq bench compare`). Regenerate with `make bench`.
 def machine() -> dict[str, str]:
     """What the figures depend on: cores, CPU model, Python and library versions."""
     import msgpack
-    import zmq
 
     model = "?"
     try:
@@ -56,8 +55,6 @@ def machine() -> dict[str, str]:
         "cpu": model,
         "kernel": platform.release(),
         "python": sys.version.split()[0],
-        "pyzmq": zmq.__version__,
-        "libzmq": zmq.zmq_version(),
         "msgpack": ".".join(map(str, msgpack.version)),
         "beanstalkd": bsd,
     }

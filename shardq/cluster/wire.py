@@ -1,12 +1,12 @@
 """The messages between shardq's processes, and their one encoding (msgpack).
 
-Every ZeroMQ message is a batch: a list of requests, or a list of replies. A request is
-`Request` — ``[op, rid, conn, args]`` on the wire; a reply is `Reply` — ``[rid, payload]``
-— and goes back to the peer that sent the request. `rid` is chosen by the sender and
-unique among its requests in flight; a waiting reserve is answered later under the rid it
-came with. Ops that do not reply are fire-and-forget. The wire carries lists (msgpack);
-what code reads is these named shapes, made with ``_make`` or unpacked by name, and an
-op's `args` and `payload` are named by that op's own shapes.
+Every message between the processes (common/links.py) is a batch: a list of requests, or a
+list of replies. A request is `Request` — ``[op, rid, conn, args]`` on the wire; a reply
+is `Reply` — ``[rid, payload]`` — and goes back to the peer that sent the request. `rid`
+is chosen by the sender and unique among its requests in flight; a waiting reserve is
+answered later under the rid it came with. Ops that do not reply are fire-and-forget. The
+wire carries lists (msgpack); what code reads is these named shapes, made with ``_make``
+or unpacked by name, and an op's `args` and `payload` are named by that op's own shapes.
 
 Shard ops, their arguments and answers: shardq/processes/shard/ops.py.
 

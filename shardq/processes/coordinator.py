@@ -8,28 +8,27 @@ backwards when the coordinator (or the whole server) restarts on the same state 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
+import select
 import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
-
-import zmq
 
 from shardq import __version__
 from shardq.cluster import wire
 from shardq.cluster.routing import block_shard
 from shardq.cluster.wire import Answer, Asked, Lease, Reply, Request
-from shardq.processes.common import lifeline, live, outofmemory, quota, wakeup
-from shardq.processes.common.inbox import Inbox
+from shardq.processes.common import lifeline, links, live, outofmemory, quota, wakeup
+from shardq.processes.common.links import TOKEN, Again, Dealer, Router
 from shardq.processes.common.settings import CoordinatorSettings
-from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.common.zmqctx import context, dealer, stranger
+from shardq.processes.common.sockpath import link_path
 from shardq.processes.shard import ops
 from shardq.processes.shard.ops import Counts
 from shardq.protocol import proto
@@ -123,15 +122,13 @@ class Coordinator:
     def __init__(
         self, run_dir: str, state_dir: str, shards: int, binlog_max: int, limited: bool = False
     ) -> None:
-        self.ctx = context()
-        self.front = self.ctx.socket(zmq.ROUTER)
-        self.front.linger = 0
-        self.front.bind(ipc_endpoint(run_dir, "coordinator"))
-        self.shards = []
-        for i in range(shards):
-            s = dealer(self.ctx)
-            s.connect(ipc_endpoint(run_dir, f"shard-{i}"))
-            self.shards.append(s)
+        self.front = Router(link_path(run_dir, "coordinator"), TOKEN)
+        #: to each shard; a question asked while its shard is away waits for it (keep)
+        self.shards = [
+            Dealer(link_path(run_dir, f"shard-{i}"), links.name(), keep=True) for i in range(shards)
+        ]
+        for shard in self.shards:
+            shard.connect()
         self.ids = BlockTable(os.path.join(state_dir, "id-blocks"), shards)
         self.gathers: dict[int, Gather] = {}
         self.next_rid = 1
@@ -139,9 +136,8 @@ class Coordinator:
         self.server_id = os.urandom(8).hex()  # as secrets.token_hex(8)
         self.binlog_max = binlog_max
         self.limited = limited  # a connection limit is set (live.limits_set): show limit-*
-        self.poller = zmq.Poller()
+        self.poll = select.epoll()
         self.signalled = -1  # the signal pipe (serve_forever)
-        self.inboxes = {s: Inbox(s) for s in [self.front, *self.shards]}
 
     def on_front(self, peer: bytes, req: Request | wire.Unread) -> None:
         if isinstance(req, wire.Unread):  # memory was short to read it
@@ -153,11 +149,11 @@ class Coordinator:
         op, rid = req.op, req.rid
         if op == wire.LEASE:
             block = self.ids.lease(Lease._make(req.args).shard)
-            self.front.send_multipart([peer, wire.pack([Reply(rid, Answer(block))])])
+            self.front.send(peer, wire.pack([Reply(rid, Answer(block))]))
             return
         if op == wire.BLOCKS:
             table = list(self.ids.blocks.items())
-            self.front.send_multipart([peer, wire.pack([Reply(rid, Answer(table))])])
+            self.front.send(peer, wire.pack([Reply(rid, Answer(table))]))
             return
         grid = self.next_rid
         self.next_rid += 1
@@ -168,7 +164,8 @@ class Coordinator:
 
     def ask_shard(self, index: int, grid: int) -> None:
         op = ops.COUNTS if self.gathers[grid].op == wire.STATS else ops.LIST
-        self.shards[index].send(wire.pack([Request(op, grid, 0, ())]))
+        with contextlib.suppress(Again):  # MAX_QUEUED bytes wait for it: resend_stale asks
+            self.shards[index].send(wire.pack([Request(op, grid, 0, ())]))
 
     def resend_stale(self) -> None:
         """A shard that restarted lost our question: ask the shards that have not answered."""
@@ -215,7 +212,7 @@ class Coordinator:
         except MemoryError:
             outofmemory.note("the coordinator: a reply, answered OUT_OF_MEMORY")
             data = wire.pack([Reply(rid, Answer(proto.OUT_OF_MEMORY))])
-        self.front.send_multipart([peer, data])
+        self.front.send(peer, data)
 
     def take_live(self, settings: live.Live) -> None:
         """SIGHUP: the connection limits may be set or unset now."""
@@ -273,50 +270,61 @@ class Coordinator:
         return yaml_map((key, values[key]) for key in keys)
 
     def serve_forever(self) -> None:
-        self.poller.register(self.front, zmq.POLLIN)
-        for s in self.shards:
-            self.poller.register(s, zmq.POLLIN)
+        self.poll.register(self.front.fd, select.EPOLLIN)
+        for shard in self.shards:
+            self.poll.register(shard.fd, select.EPOLLIN)
         self.signalled = wakeup.install()
-        self.poller.register(self.signalled, zmq.POLLIN)
+        self.poll.register(self.signalled, select.EPOLLIN)
         while True:
             lifeline.check()
             outofmemory.guard(self.turn)  # out of memory, the next turn goes on
 
     def turn(self) -> None:
         self.resend_stale()
-        for sock, _ in self.poller.poll(int(RESEND_AFTER_S * 1000)):
-            if sock == self.signalled:
+        now = time.monotonic()
+        due = links.retry_due(self.shards, now)  # shards away: reached again when due
+        timeout = RESEND_AFTER_S if due is None else min(RESEND_AFTER_S, max(0.0, due - now))
+        held = self.front.held() or any(shard.held() for shard in self.shards)
+        for fd, _ in self.poll.poll(0 if held else timeout):
+            if fd == self.signalled:
                 wakeup.drain(self.signalled)
-            else:
-                self.take(sock)
+        self.take_front()  # each reads only what is there (a turn out of memory left, too)
+        for index, shard in enumerate(self.shards):
+            self.take_shard(index, shard)
 
-    def take(self, sock: zmq.Socket) -> None:
-        """Handle every message `sock` holds: requests from the front, a shard's replies.
-        A message leaves the socket only once it is decoded (common/inbox.py)."""
-        front = sock is self.front
-        inbox = self.inboxes[sock]
-        unpack = wire.unpack_requests if front else wire.unpack_replies
+    def take_front(self) -> None:
+        """Handle every request the front holds. A message leaves its link only once it
+        is decoded (links.py); strangers are dropped there."""
+        front = self.front
         while True:
             try:
-                peer, data = inbox.peek()
-            except zmq.Again:
-                break
-            if front and stranger(peer):
-                inbox.taken()
-                continue
-            try:
-                batch = unpack(data)
-            except ValueError:
-                logger.warning("coordinator: dropped a malformed message")
-                batch = []
-            inbox.taken()
+                peer, data = front.peek()
+            except Again:
+                return
+            batch = decoded(wire.unpack_requests, data)
+            front.taken()
             for item in batch:
-                if front:
-                    request = item if isinstance(item, wire.Unread) else Request._make(item)
-                    self.on_front(peer, request)
-                else:
-                    reply = item if isinstance(item, wire.Unread) else Reply._make(item)
-                    self.on_shard(self.shards.index(sock), reply)
+                request = item if isinstance(item, wire.Unread) else Request._make(item)
+                self.on_front(peer, request)
+
+    def take_shard(self, index: int, shard: Dealer) -> None:
+        """Handle every reply `shard` holds; its ups and downs need nothing (a question a
+        restarted shard lost is asked again by resend_stale)."""
+        while (data := shard.next_message()) is not None:
+            batch = decoded(wire.unpack_replies, data)
+            shard.taken()
+            for item in batch:
+                reply = item if isinstance(item, wire.Unread) else Reply._make(item)
+                self.on_shard(index, reply)
+
+
+def decoded(unpack: Callable[[memoryview], list[Any]], data: memoryview) -> list[Any]:
+    """A message's batch, or none (logged) if it is not one."""
+    try:
+        return unpack(data)
+    except ValueError:
+        logger.warning("coordinator: dropped a malformed message")
+        return []
 
 
 def limits_acted(values: dict[str, Any]) -> bool:
@@ -360,6 +368,6 @@ def main(settings: CoordinatorSettings) -> None:
     try:
         coordinator.serve_forever()
     finally:
-        coordinator.front.close(0)
-        for s in coordinator.shards:
-            s.close(0)
+        coordinator.front.close()
+        for shard in coordinator.shards:
+            shard.close()

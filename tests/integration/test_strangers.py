@@ -1,22 +1,25 @@
 """A process of the server drops messages that do not come from its own server.
 
-Every DEALER of a server names itself with a token only that server's processes hold
-(`processes/common/zmqctx.py`); a shard or the coordinator drops a message from any other socket
-that reached its ipc path. Here a socket of the test's own (same user, same run directory
+Every link of a server names itself with a token only that server's processes hold
+(`processes/common/links.py`); a shard or the coordinator drops a message from any other socket
+that reached its unix socket. Here a socket of the test's own (same user, same run directory
 path) sends a well-formed put straight to a shard process and to the coordinator: nothing
 of it is applied, the server logs it once, and it goes on serving.
 """
 
 from __future__ import annotations
 
+import contextlib
+import select
 import time
 from collections.abc import Callable
 from typing import Any
 
-import zmq
+import pytest
 from helpers import connect, read_replies, send, tube_on_shard
 
 from shardq.cluster import wire
+from shardq.processes.common import links
 from shardq.processes.shard import ops
 
 SETTLE_S = 0.5  #: how long a dropped message is given to (not) show up
@@ -28,18 +31,27 @@ def test_a_shard_and_the_coordinator_drop_messages_from_another_servers_socket(
     server = shardq_server(shards=2, extra=("--serving", "1"))  # shard 1: a process of its own
     server.wait_all_children()
     tube = tube_on_shard(1, 2)
-    ctx = zmq.Context()
-    try:
-        for target in ("shard-1", "coordinator"):
-            sock = ctx.socket(zmq.DEALER)  # no token: what any other process would have
-            sock.linger = 0
-            sock.connect(f"ipc://{server.run_dir}/{target}")
+    for target in ("shard-1", "coordinator"):
+        # a name without the token: what any other process would have
+        sock = links.Dealer(f"{server.run_dir}/{target}", b"s" * 24)
+        try:
+            sock.connect()
+            assert sock.take_changes() == [links.UP]
             args = ops.PutArgs(999_999, 1, tube, 0, 0, 60, b"injected")
             put = wire.Request(ops.PUT, 1, 1 << 8, args)
-            sock.send(wire.pack([put]))
-            assert not sock.poll(int(SETTLE_S * 1000)), f"{target} answered a stranger"
-    finally:
-        ctx.destroy(linger=0)
+            # the link may be dropped already (at its name), before the put is written
+            with contextlib.suppress(links.Again):
+                sock.send(wire.pack([put]))
+            deadline = time.monotonic() + SETTLE_S
+            while time.monotonic() < deadline:  # dropped: no answer, the link closed
+                select.select([sock.fd], [], [], SETTLE_S)
+                with pytest.raises(links.Again):
+                    sock.peek()
+                if sock.changes:
+                    break
+            assert sock.take_changes() == [links.DOWN], f"{target} kept a stranger's link"
+        finally:
+            sock.close()
     client = connect(server.port)
     send(client, f"stats-tube {tube}\r\npeek 999999\r\nput 0 0 60 2\r\nok\r\n".encode())
     replies = read_replies(client, 3)

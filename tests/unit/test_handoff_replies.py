@@ -36,8 +36,7 @@ def pair(tmp_path: Path) -> Iterator[tuple[ServingProcess, ServingProcess]]:
     procs = make(tmp_path, 0), make(tmp_path, 1)
     yield procs
     for a in procs:
-        for s in [*a.socks.values(), *a.monitors.values()]:
-            s.close(0)
+        a.close_links()
         a.listener.close()
         moving = [m.conn for m in a.handovers.moving.values()]
         for k in [*a.conns.values(), *moving]:

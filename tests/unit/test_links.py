@@ -218,3 +218,48 @@ def test_a_peer_gone_before_its_end_is_read_costs_no_error(path: str) -> None:
         for _ in range(3):
             other.send(b"x" * 100_000)
     other.close()
+
+
+def test_next_message_gives_the_changes_before_the_messages_then_none(path: str) -> None:
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    seen: list[str] = []
+    assert dealer.next_message(seen.append) is None and seen == [UP]
+    router_message_name = TOKEN + b"x" * 8
+    dealer.send(b"hello")
+    router_message(router)  # the router knows the dealer's name now
+    router.send(router_message_name, b"one")
+    router.send(router_message_name, b"two")
+    wait(dealer.fd)
+    got = []
+    while (data := dealer.next_message(seen.append)) is not None:
+        got.append(bytes(data))
+        dealer.taken()
+    assert got == [b"one", b"two"] and seen == [UP]
+    router.close()  # the peer goes: the next read reports it, and no message
+    wait(dealer.fd)
+    assert dealer.next_message(seen.append) is None and seen == [UP, DOWN]
+    dealer.close()
+
+
+def test_a_dealer_that_keeps_sends_what_waited_once_its_peer_is_there(path: str) -> None:
+    dealer = Dealer(path, TOKEN + b"x" * 8, keep=True)
+    dealer.connect()  # nobody there yet
+    dealer.send(b"asked early")  # kept, not refused
+    router = Router(path, TOKEN)
+    dealer.retry(dealer.retry_at)
+    assert router_message(router) == (TOKEN + b"x" * 8, b"asked early")
+    dealer.close()
+    router.close()
+
+
+def test_a_stranger_may_not_send_more_than_a_name_before_it_is_dropped(path: str) -> None:
+    router = Router(path, TOKEN)
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(path)
+    raw.sendall((links.MAX_HELLO + 1).to_bytes(4, "big") + b"s" * 1000)
+    settle(router)
+    assert router.streams == {}  # dropped at the length, before reading a big "name"
+    raw.close()
+    router.close()

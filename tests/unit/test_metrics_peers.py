@@ -8,16 +8,16 @@ about one run in eight)."""
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 
 from shardq.cluster import wire
-from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.common.zmqctx import context
+from shardq.processes.common import links
+from shardq.processes.common.sockpath import link_path
 from shardq.processes.metrics import gather
 from shardq.processes.metrics.gather import COORDINATOR, Peers
 
@@ -25,26 +25,29 @@ WAIT_MS = 2000  #: for a question that must come (it comes at once when it does)
 
 
 class FakePeer:
-    """A ROUTER where a shard or the coordinator binds: reads questions, answers them."""
+    """A Router where a shard or the coordinator listens: reads questions, answers them."""
 
     def __init__(self, run_dir: Path, name: str) -> None:
-        self.sock = context().socket(zmq.ROUTER)
-        self.sock.linger = 0
-        self.sock.bind(ipc_endpoint(str(run_dir), name))
+        self.sock = links.Router(link_path(str(run_dir), name), links.TOKEN)
 
     def question(self) -> tuple[bytes, int] | None:
         """(who asked, the rid) of the next question, or None if none came."""
-        if not self.sock.poll(WAIT_MS):
-            return None
-        who, data = self.sock.recv_multipart()
-        [request] = wire.unpack(data)
-        return who, wire.Request._make(request).rid
+        while True:
+            try:
+                who, data = self.sock.peek()
+            except links.Again:
+                if not select.select([self.sock.fd], [], [], WAIT_MS / 1000)[0]:
+                    return None
+                continue
+            [request] = wire.unpack(data)
+            self.sock.taken()
+            return who, wire.Request._make(request).rid
 
     def answer(self, who: bytes, rid: int, payload: Any) -> None:
-        self.sock.send_multipart([who, wire.pack([(rid, payload)])])
+        self.sock.send(who, wire.pack([(rid, payload)]))
 
     def close(self) -> None:
-        self.sock.close(0)
+        self.sock.close()
 
 
 @pytest.fixture
@@ -100,7 +103,7 @@ def test_a_late_answer_is_taken_and_its_peer_not_asked_twice(
     asking.ask_all(within_s=0)
     answer_question(coordinator, "stats")
     view: dict[int, Any] = {}  # the view closes with the shard's answer still to come
-    assert asking.socks[COORDINATOR].poll(WAIT_MS)
+    assert select.select([asking.socks[COORDINATOR].fd], [], [], WAIT_MS / 1000)[0]
     asking.take(asking.socks[COORDINATOR], view)
     assert view == {COORDINATOR: "stats"}
     asking.ask_all(within_s=0)

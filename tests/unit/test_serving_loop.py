@@ -44,8 +44,7 @@ def make_serving(tmp_path: Path, shards: int, hosted: ShardCore | None = None) -
 
 
 def shut(a: ServingProcess) -> None:
-    for s in a.socks.values():
-        s.close(0)
+    a.close_links()
     a.listener.close()
 
 
@@ -296,8 +295,9 @@ class Selects:
 
 
 def busy(a: ServingProcess) -> Selects:
-    """After a turn that did work, one client, no ZeroMQ socket to ask: the loop may poll."""
-    a.worked, a.spin_s, a.touched = True, 1e-4, set()
+    """After a turn that did work, one client, no link left unread or to reconnect: the
+    loop may poll."""
+    a.worked, a.spin_s, a.touched, a.retrying = True, 1e-4, set(), set()
     return Selects(a)
 
 

@@ -35,10 +35,7 @@ def serving_proc(tmp_path: Path) -> Iterator[ServingProcess]:
     a = ServingProcess(settings, ShardCore(0, True))
     a.ids.give(0, range(1, 1 << 40))  # ids at hand: there is no coordinator to lease from
     yield a
-    for s in a.socks.values():
-        s.close(0)
-    assert a.hosted is not None
-    a.hosted.sock.close(0)
+    a.close_links()
     a.listener.close()
 
 

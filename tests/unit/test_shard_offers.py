@@ -7,23 +7,24 @@ out). The shard used to answer CANCELLED and then drop the offer, because the ca
 already forgotten who waited: the job stayed offered to a connection that no longer
 waited for it, and nobody could reserve it until that connection closed.
 
-These tests drive a real ShardServer over a ZeroMQ ipc socket, as the serving process does.
+These tests drive a real ShardServer over a link (common/links.py), as the serving process
+does.
 """
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 from shard_helpers import flat_reply, req
 
 from shardq.cluster import wire
 from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import CANCELLED, OFFER, WAITING
-from shardq.processes.common.zmqctx import dealer
+from shardq.processes.common import links
 from shardq.processes.shard import ops
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.server import ShardServer
@@ -33,12 +34,13 @@ READER, WRITER = 7, 8  # connection ids
 
 
 class Peer:
-    """The serving process's side: a DEALER that sends batches and reads the shard's answers."""
+    """The serving process's side: a Dealer that sends batches and reads the shard's answers."""
 
-    def __init__(self, server: ShardServer, endpoint: str) -> None:
+    def __init__(self, server: ShardServer, path: str) -> None:
         self.server = server
-        self.sock = dealer(zmq.Context.instance())  # with this server's token
-        self.sock.connect(endpoint)
+        self.sock = links.Dealer(path, links.name())  # with this server's token
+        self.sock.connect()
+        assert self.sock.take_changes() == [links.UP]
         self.rid = 0
 
     def req(self, op: int, conn: int, *args: Any) -> Request:
@@ -49,21 +51,27 @@ class Peer:
         """Send one batch, let the shard run one turn, return every answer it sent (as
         ``[rid, *payload]`` lists)."""
         self.sock.send(wire.pack(list(batch)))
-        self.server.turn(2000)
+        self.server.turn(2.0)
         got: list[list[Any]] = []
-        while self.sock.poll(50):
-            got += [flat_reply(Reply._make(r)) for r in wire.unpack(self.sock.recv())]
+        while select.select([self.sock.fd], [], [], 0.05)[0]:
+            while True:
+                try:
+                    data = self.sock.peek()
+                except links.Again:
+                    break
+                got += [flat_reply(Reply._make(r)) for r in wire.unpack(data)]
+                self.sock.taken()
         return got
 
 
 @pytest.fixture
 def peer(tmp_path: Path) -> Iterator[Peer]:
-    endpoint = f"ipc://{tmp_path}/shard-0"
-    server = ShardServer(ShardCore(0, owns_default=True), endpoint)
-    p = Peer(server, endpoint)
+    path = f"{tmp_path}/shard-0"
+    server = ShardServer(ShardCore(0, owns_default=True), path)
+    p = Peer(server, path)
     yield p
-    p.sock.close(0)
-    server.sock.close(0)
+    p.sock.close()
+    server.close()
 
 
 def put(peer: Peer, job_id: int, tube: str = "t") -> Request:

@@ -1,52 +1,79 @@
 """Messages between the processes of one server over plain unix stream sockets: the hop of
 ZeroMQ's ROUTER and DEALER without their I/O threads.
 
-Measured (docs/BENCHMARKS.md, "Multitube: why it did not move"): a ZeroMQ round trip between
-two processes costs 165 µs of CPU and 7.4 context switches, a unix socket's 46 µs and 2,
-because every ZeroMQ send wakes the sender's own I/O thread, which wakes the receiver's, which
+Measured (docs/BENCHMARKS.md, "A hop without ZeroMQ's threads"): a ZeroMQ round trip between
+two processes cost 69–74 µs of CPU and 6–8 context switches here, this 42 µs and 2, because
+every ZeroMQ send wakes the sender's own I/O thread, which wakes the receiver's, which
 wakes the receiving thread. Here a message is one `send` on the sender's side and one
-`recv` on the receiver's, in the process's own loop.
+`recv_into` on the receiver's, in the process's own loop.
 
 A message on the wire is a 4-byte big-endian length and that many bytes. A `Dealer`
 connects to a `Router`'s path and sends, as its first message, its name (this server's
-token and 8 random bytes, `zmqctx.TOKEN`): the `Router` drops, at that first message, a
-connection whose name is not one of its server's, and hands every later message over with
-the name, as a ZeroMQ ROUTER does, so replies go back by name.
+`TOKEN` and 8 random bytes, `name()`): the `Router` drops, at that first message, a
+connection whose name is not one of its server's (logged), and hands every later message
+over with the name, as a ZeroMQ ROUTER does, so replies go back by name.
+
+The token: 16 random bytes drawn when the supervisor imports this module, before it forks
+anything, so every process of one server, restarted ones included, holds the same token in
+memory and no other process has it (it is in no file and no command line). The run
+directory is already private (0700); this also holds against its own user and root.
 
 Each end owns an epoll of its own, and its `fd` is that epoll's: readable while any of its
 sockets is, so a loop registers one descriptor per end and it stays the same across
 reconnects (level-triggered: an end that still holds input stays readable). A message
-stays in the end's buffer until `taken` (what common/inbox.py guarantees for ZeroMQ: out
-of memory nothing is lost). A `Dealer` whose peer went away tries again after 1 ms, then
-2 and 4 ms while it stays away (`retry_at`, which the loop adds to its sleep); it reports
-each change as `UP` or `DOWN` in `changes`, in order, and its `fd` is readable meanwhile.
-While down it takes nothing to send (ZMQ_IMMEDIATE's rule: no queue for a peer that is
-not there); a peer that reads too slowly leaves at most `MAX_QUEUED` bytes queued here.
+stays in the end's buffer until `taken`, and a read lands in room made before it: memory
+running out (MemoryError) loses no byte, which stays in the socket. A `Dealer` whose peer
+went away tries again after 1 ms, then 2 and 4 ms while it stays away (`retry_at`, which
+the loop adds to its sleep, and `retry_due`); it reports each change as `UP` or `DOWN` in
+`changes`, in order, and its `fd` is readable meanwhile. While down it takes nothing to
+send (ZMQ_IMMEDIATE's rule: no queue for a peer that is not there), unless made with
+`keep` (ZeroMQ's default: what is sent meanwhile goes once the peer is there); a peer that
+reads too slowly leaves at most `MAX_QUEUED` bytes queued here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import select
 import socket
+import struct
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 
 LENGTH_BYTES = 4
 MAX_MESSAGE = 1 << 30  #: a length beyond this is not a message of this server's: drop the link
+MAX_HELLO = 64  #: the first message, a name: a longer one is not from this server
 MAX_QUEUED = 64 << 20  #: bytes queued for a slow peer before `send` refuses (Again)
-READ_BYTES = 256 << 10  #: one read of a link's input
+READ_BYTES = 256 << 10  #: a stream's input buffer, and the room it keeps for a read
+READ_MIN = 64 << 10  #: less room than this after the input held: make more before reading
+#: a buffer grown past this for a large message goes back to READ_BYTES once it is taken;
+#: one up to this stays, so the next message as large needs no memory to be read (a process
+#: short of memory still takes in its usual answers: the metrics' per-tube pages)
+KEEP_BYTES = 4 << 20
 RETRY_FIRST_S = 0.001  #: first reconnect after this
 RETRY_MAX_S = 0.004  #: the interval doubles up to this
 UP, DOWN = "up", "down"
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
 _GONE = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
-#: every read lands here first (one buffer for the process: a read of its own size each
-#: time would allocate and give back a large block a read, `recv`'s way)
-_READ = bytearray(READ_BYTES)
-_READ_VIEW = memoryview(_READ)
+#: a connect that fails for want of descriptors or memory here: tried again, as a gone peer
+_SHORT = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_LENGTH = struct.Struct(">I")
+
+#: this server's token (see above): the same in every process forked from the supervisor
+TOKEN = os.urandom(16)  # what secrets.token_bytes returns, without importing hmac and hashlib
+NAME_SUFFIX_BYTES = 8
+STRANGERS_LOGGED = 20  #: strangers logged one by one; after that, one line in a thousand
+
+log = logging.getLogger(__name__)
+
+
+def name() -> bytes:
+    """A Dealer's name: this server's token and 8 random bytes (unique per Dealer)."""
+    return TOKEN + os.urandom(NAME_SUFFIX_BYTES)
 
 
 class Again(Exception):
@@ -58,48 +85,74 @@ def frame(data: bytes | bytearray | memoryview) -> bytes:
 
 
 class Stream:
-    """One connected socket's two directions: whole messages in, bytes queued out."""
+    """One connected socket's two directions: whole messages in, bytes queued out.
 
-    __slots__ = ("sock", "inbuf", "start", "end", "outbuf", "view")
+    Input is read into `buf`, which the stream owns: bytes `start` to `filled` are held and
+    not taken yet, the rest is room for the next read."""
+
+    __slots__ = ("sock", "buf", "start", "end", "filled", "outbuf", "view")
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self.sock = sock
-        self.inbuf = bytearray()
-        self.start = 0  # where the first message not taken begins in inbuf
+        self.buf = bytearray(READ_BYTES)
+        self.start = 0  # where the first message not taken begins in buf
         self.end = 0  # where it ends, once `message` has found it whole
+        self.filled = 0  # where the input held ends
         self.outbuf = bytearray()
-        self.view: memoryview | None = None  # the message lent out: released before inbuf moves
+        self.view: memoryview | None = None  # the message lent out: released before buf moves
 
     def release(self) -> None:
         if self.view is not None:
             self.view.release()
             self.view = None
 
+    def room(self) -> None:
+        """Room for the rest of a message whose length is known, else READ_MIN bytes of room
+        after the input held: made before a read, so a MemoryError changes nothing and
+        loses nothing. A buffer grows in steps of READ_MIN (answers of about one size do
+        not grow it again and again)."""
+        buf, start, filled = self.buf, self.start, self.filled
+        held = filled - start
+        need = held + READ_MIN
+        if held >= LENGTH_BYTES:
+            size = LENGTH_BYTES + _LENGTH.unpack_from(buf, start)[0]
+            if held < size:
+                need = size
+        if len(buf) - start >= need:
+            return
+        self.release()
+        if start:  # what is held moves to the front
+            buf[:held] = buf[start:filled]  # the same length: buf does not resize
+            self.start, self.end, self.filled = 0, max(0, self.end - start), held
+        if len(buf) < need:
+            buf += bytes(-(-need // READ_MIN) * READ_MIN - len(buf))
+
     def fill(self) -> bool:
         """Read what the socket holds (one read); False once the peer has closed."""
+        self.room()
         try:
-            n = self.sock.recv_into(_READ)
+            n = self.sock.recv_into(memoryview(self.buf)[self.filled :])
         except (BlockingIOError, InterruptedError):
             return True
         except OSError:
             return False
         if not n:
             return False
-        self.release()
-        self.inbuf += _READ_VIEW[:n]
+        self.filled += n
         return True
 
-    def message(self) -> memoryview | None:
-        """The first whole message not taken yet, or None."""
-        buf, start = self.inbuf, self.start
-        if len(buf) - start < LENGTH_BYTES:
+    def message(self, limit: int = MAX_MESSAGE) -> memoryview | None:
+        """The first whole message not taken yet, or None (ValueError: a length beyond
+        `limit`)."""
+        buf, start = self.buf, self.start
+        if self.filled - start < LENGTH_BYTES:
             return None
-        size = int.from_bytes(buf[start : start + LENGTH_BYTES], "big")
-        if size > MAX_MESSAGE:
+        size = _LENGTH.unpack_from(buf, start)[0]
+        if size > limit:
             raise ValueError(f"a message of {size} bytes")
         end = start + LENGTH_BYTES + size
-        if len(buf) < end:
+        if self.filled < end:
             return None
         self.release()
         self.end = end
@@ -109,18 +162,16 @@ class Stream:
     def take(self) -> None:
         """The message `message` found is handled: drop it (its view is no longer valid)."""
         self.release()
-        buf = self.inbuf
         self.start = self.end
-        if self.start == len(buf):
-            buf.clear()
-            self.start = 0
-        elif self.start > READ_BYTES:
-            del buf[: self.start]
-            self.start = 0
+        if self.start == self.filled:
+            self.start = self.end = self.filled = 0
+            if len(self.buf) > KEEP_BYTES:  # after a very large message: give its room back
+                del self.buf[READ_BYTES:]
 
     def write(self, data: bytes) -> None:
         """Send `data` now if nothing waits before it; queue what the socket did not take
-        (OSError: the peer is gone)."""
+        (OSError: the peer is gone, or memory was short to queue the rest of a message
+        already partly sent, which ends the link). A MemoryError sent nothing of it."""
         if not self.outbuf:
             try:
                 sent = self.sock.send(data)
@@ -128,7 +179,12 @@ class Stream:
                 sent = 0
             if sent == len(data):
                 return
-            data = data[sent:]
+            if sent:
+                try:
+                    self.outbuf += memoryview(data)[sent:]
+                except MemoryError:
+                    raise ConnectionError(errno.ENOMEM, "a message cut short") from None
+                return
         self.outbuf += data
 
     def queue(self, poll: select.epoll, data: bytes) -> None:
@@ -158,6 +214,18 @@ class Stream:
             except (BlockingIOError, InterruptedError):
                 return
             del self.outbuf[:sent]
+
+
+def retry_due(dealers: Iterable[Dealer], now: float) -> float | None:
+    """Connect again each of `dealers` that is down and due at `now` (monotonic s); the
+    earliest time one still down is due (None: all are up)."""
+    due = None
+    for dealer in dealers:
+        if dealer.stream is None:
+            dealer.retry(now)
+            if dealer.stream is None and (due is None or dealer.retry_at < due):
+                due = dealer.retry_at
+    return due
 
 
 class Router:
@@ -190,8 +258,9 @@ class Router:
                 stream = self.streams.get(fd)
                 message = None
                 if stream is not None:
+                    name = self.names.get(fd)
                     try:
-                        message = stream.message()
+                        message = stream.message(MAX_MESSAGE if name else MAX_HELLO)
                     except ValueError:
                         self.drop(fd)
                         continue
@@ -200,7 +269,6 @@ class Router:
                     if fd in self.closing and fd not in self.ready:
                         self.drop(fd)
                     continue
-                name = self.names.get(fd)
                 if name is None:  # its first message: who it is
                     self.hello(fd, bytes(message))
                     continue
@@ -227,10 +295,12 @@ class Router:
             self.drop(stream.sock.fileno())
 
     def collect(self) -> bool:
-        """Take in what the sockets hold now (no wait); True if any may hold a message."""
+        """Take in what the sockets hold now (no wait); True if any may hold a message, or
+        a peer was let in (whose first bytes the next call reads)."""
+        accepted = False
         for fd, mask in self.poll.poll(0):
             if fd == self.listener.fileno():
-                self.accept()
+                accepted = self.accept()
                 continue
             stream = self.streams.get(fd)
             if stream is None:
@@ -242,24 +312,33 @@ class Router:
                 self.ready.append(fd)  # what it sent before it closed is still read
                 if not stream.fill():
                     self.gone(fd)
-        return bool(self.ready)
+        return bool(self.ready) or accepted
 
-    def accept(self) -> None:
+    def accept(self) -> bool:
+        """Let in every peer waiting; whether any came."""
+        accepted = False
         while True:
             try:
                 sock, _ = self.listener.accept()
             except (BlockingIOError, InterruptedError):
-                return
+                return accepted
             except OSError:  # out of descriptors: the peer tries again
-                return
+                return accepted
             self.streams[sock.fileno()] = Stream(sock)
             self.poll.register(sock.fileno(), _IN)
+            accepted = True
 
     def hello(self, fd: int, name: bytes) -> None:
         stream = self.streams[fd]
         stream.take()
         if not name.startswith(self.token):
             self.strangers += 1
+            if self.strangers <= STRANGERS_LOGGED or not self.strangers % 1000:
+                log.warning(
+                    "dropped a message from a socket of another server (%s; %d so far)",
+                    name[:32].hex(),
+                    self.strangers,
+                )
             self.drop(fd)
             return
         self.names[fd] = name
@@ -294,9 +373,13 @@ class Router:
 class Dealer:
     """The connecting end: one peer, reached again whenever it comes back."""
 
-    def __init__(self, path: str, name: bytes) -> None:
+    def __init__(self, path: str, name: bytes, keep: bool = False) -> None:
+        """`keep`: what is sent while the peer is away waits for it (up to MAX_QUEUED
+        bytes), instead of raising Again."""
         self.path = path
         self.name = name
+        self.keep = keep
+        self.waiting = bytearray()  # messages sent while down (keep)
         self.poll = select.epoll()
         self.fd = self.poll.fileno()
         self.signal_r, self.signal_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -310,22 +393,33 @@ class Dealer:
         """Try to reach the peer now; while it is away, `retry_at` says when to try again."""
         if self.stream is not None:
             return
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError as e:
+            if e.errno not in _SHORT:
+                raise
+            self.later()
+            return
         try:
             sock.connect(self.path)  # a unix socket connects or fails at once
+            stream = Stream(sock)
+            stream.write(frame(self.name) + self.waiting)
         except OSError as e:
             sock.close()
-            if e.errno not in _GONE:
+            if e.errno not in _GONE and e.errno not in _SHORT:
                 raise
-            self.retry_at = time.monotonic() + self.retry_s
-            self.retry_s = min(2 * self.retry_s, RETRY_MAX_S)
+            self.later()
             return
-        self.stream = stream = Stream(sock)
-        stream.write(frame(self.name))
+        self.stream = stream
+        self.waiting.clear()
         self.poll.register(sock.fileno(), _IN | (_OUT if stream.outbuf else 0))
         self.retry_at = 0.0
         self.retry_s = RETRY_FIRST_S
         self.change(UP)
+
+    def later(self) -> None:
+        self.retry_at = time.monotonic() + self.retry_s
+        self.retry_s = min(2 * self.retry_s, RETRY_MAX_S)
 
     def retry(self, now: float) -> None:
         """Connect again if it is time to (the loop calls it when `retry_at` has passed)."""
@@ -335,7 +429,12 @@ class Dealer:
     def send(self, data: bytes) -> None:
         """Queue one message; Again while the peer is away or `MAX_QUEUED` bytes wait."""
         stream = self.stream
-        if stream is None or len(stream.outbuf) > MAX_QUEUED:
+        if stream is None:
+            if not self.keep or len(self.waiting) > MAX_QUEUED:
+                raise Again
+            self.waiting += frame(data)
+            return
+        if len(stream.outbuf) > MAX_QUEUED:
             raise Again
         try:
             stream.queue(self.poll, data)
@@ -353,6 +452,21 @@ class Dealer:
             if message is not None:
                 return message
         raise Again
+
+    def next_message(self, on_change: Callable[[str], None] | None = None) -> memoryview | None:
+        """The next message (it stays until `taken`), or None when none is waiting; each
+        change (UP, DOWN) that came before it goes to `on_change` first (dropped without
+        one): a loop reads an end that fired with this until None."""
+        while True:
+            if self.changes:
+                for change in self.take_changes():
+                    if on_change is not None:
+                        on_change(change)
+            try:
+                return self.peek()
+            except Again:
+                if not self.changes:  # none lost while reading
+                    return None
 
     def taken(self) -> None:
         assert self.stream is not None

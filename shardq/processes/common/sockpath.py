@@ -25,9 +25,10 @@ def socket_path(path: str) -> str:
     return f"/proc/self/fd/{dir_fd(directory)}/{name}"
 
 
-def ipc_endpoint(run_dir: str, name: str) -> str:
-    """The ZeroMQ ``ipc://`` endpoint of the socket `name` of `run_dir`."""
-    return "ipc://" + socket_path(os.path.join(run_dir, name))
+def link_path(run_dir: str, name: str) -> str:
+    """The address of the socket `name` of `run_dir` that the processes' links use
+    (common/links.py: "shard-N", "coordinator")."""
+    return socket_path(os.path.join(run_dir, name))
 
 
 def dir_fd(run_dir: str) -> int:

@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import time
 from collections.abc import Sequence
 from typing import Any
-
-import zmq
 
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
 from shardq.metrics.gathered import Gathered, Proc, parse_stats, tube_fields
 from shardq.metrics.procstat import parse_rss, parse_stat
+from shardq.processes.common import links
+from shardq.processes.common.links import Again, Dealer
 from shardq.processes.common.procname import label_of_comm
-from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.common.zmqctx import context, dealer
+from shardq.processes.common.sockpath import link_path
 from shardq.processes.shard import ops
 from shardq.processes.shard.ops import Metrics
 from shardq.protocol.stats_keys import SERVING_KEYS
@@ -42,18 +42,21 @@ COORDINATOR = -1  #: the coordinator's key among the peers (shards are 0..N-1)
 
 
 class Peers:
-    """DEALER sockets to the coordinator and to every shard, and the questions in flight."""
+    """Links to the coordinator and to every shard, and the questions in flight."""
 
     def __init__(self, run_dir: str, shards: int) -> None:
-        self.ctx = context()
-        self.socks: dict[int, zmq.Socket[bytes]] = {}
+        self.socks: dict[int, Dealer] = {}
+        self.poll = select.epoll()
         for key, name in [(COORDINATOR, "coordinator")] + [
             (i, f"shard-{i}") for i in range(shards)
         ]:
-            sock = dealer(self.ctx)  # named with the server's token: peers drop strangers
-            sock.connect(ipc_endpoint(run_dir, name))
+            # named with the server's token (peers drop strangers); a question asked while
+            # its peer is away waits for it (keep)
+            sock = Dealer(link_path(run_dir, name), links.name(), keep=True)
+            sock.connect()
+            self.poll.register(sock.fd, select.EPOLLIN)
             self.socks[key] = sock
-        self.key_of = {sock: key for key, sock in self.socks.items()}
+        self.key_of = {sock.fd: key for key, sock in self.socks.items()}
         self.asked: dict[int, tuple[int, float]] = {}  # peer -> (rid, when) of its open question
         self.next_rid = 1
 
@@ -74,47 +77,47 @@ class Peers:
                 continue
             rid, self.next_rid = self.next_rid, self.next_rid + 1
             try:
-                sock.send(wire.pack([self.request(key, rid)]), zmq.NOBLOCK)
-            except zmq.Again:
+                sock.send(wire.pack([self.request(key, rid)]))
+            except Again:
                 continue  # its queue is full: it has not read for a while
             self.asked[key] = (rid, now)
         answers: dict[int, Sequence[Any]] = {}
         deadline = now + within_s
-        poller = zmq.Poller()
-        for sock in self.socks.values():
-            poller.register(sock, zmq.POLLIN)
         while len(answers) < len(self.socks):
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 break
-            for sock, _ in poller.poll(max(1, int(left * 1000))):
-                self.take(sock, answers)
+            due = links.retry_due(self.socks.values(), now)  # peers away: reached when due
+            wait = left if due is None else min(left, max(0.0, due - now))
+            for fd, _ in self.poll.poll(wait):
+                self.take(self.socks[self.key_of[fd]], answers)
         return answers
 
-    def take(self, sock: zmq.Socket[bytes], answers: dict[int, Sequence[Any]]) -> None:
+    def take(self, sock: Dealer, answers: dict[int, Sequence[Any]]) -> None:
         """Every answer waiting on `sock`. Out of memory, an answer read but not kept is
         lost: its question is forgotten (the next view asks again; a late answer to it
         has a stale rid and is dropped), and the MemoryError goes on up."""
-        key = self.key_of[sock]
+        key = self.key_of[sock.fd]
         try:
             self.read_answers(key, sock, answers)
         except MemoryError:
             self.asked.pop(key, None)
             raise
 
-    def read_answers(
-        self, key: int, sock: zmq.Socket[bytes], answers: dict[int, Sequence[Any]]
-    ) -> None:
-        while True:
-            try:
-                data = sock.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+    def read_answers(self, key: int, sock: Dealer, answers: dict[int, Sequence[Any]]) -> None:
+        # ups and downs need nothing: a question lost is asked again later
+        while (data := sock.next_message()) is not None:
             try:
                 batch = wire.unpack(data)
             except ValueError:
                 log.warning("metrics: dropped a malformed answer")
+                sock.taken()
                 continue
+            except MemoryError:  # dropped, not kept: its question is asked again (take), and
+                sock.taken()  # answers to the next ones would pile up behind it
+                raise
+            sock.taken()
             for rid, payload in batch:
                 asked = self.asked.get(key)
                 if asked is not None and rid == asked[0]:
@@ -123,7 +126,8 @@ class Peers:
 
     def close(self) -> None:
         for sock in self.socks.values():
-            sock.close(0)
+            sock.close()
+        self.poll.close()
 
 
 def read_text(path: str) -> str | None:

@@ -47,20 +47,25 @@ class Endpoint:
 
     def respond(self, requests: list[Request]) -> list[tuple[int, bytes]]:
         """Each request's answer; one that memory is short for is answered 503 (the others
-        go on)."""
+        go on). One that needs no view (the page) is tried once more after memory ran out
+        in it: `note` has given back the reserve, which is room for that much."""
         view: Gathered | None = None
         answers = []
         for request in requests:
             needs_view, route = ROUTES.get(request.path, (False, not_found))
-            try:
-                if needs_view and view is None:
-                    view = self.gatherer.gather()
-                status, content_type, body = route(self, view)
-                head_only = request.method == "HEAD"
-                answers.append((status, response(status, content_type, body, head_only)))
-            except MemoryError:
-                outofmemory.note(f"metrics: {request.path}, answered 503")
-                answers.append((503, out_of_memory()))
+            for last in (needs_view, True):
+                try:
+                    if needs_view and view is None:
+                        view = self.gatherer.gather()
+                    status, content_type, body = route(self, view)
+                    head_only = request.method == "HEAD"
+                    answers.append((status, response(status, content_type, body, head_only)))
+                    break
+                except MemoryError:
+                    outofmemory.note(f"metrics: {request.path}, answered 503")
+                    if last:
+                        answers.append((503, out_of_memory()))
+                        break
         return answers
 
 

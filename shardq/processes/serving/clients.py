@@ -170,7 +170,7 @@ def accept(self: ServingProcess, private: bool = False) -> None:
     tls = None if private else self.tls
     for _ in range(ACCEPT_SHARE if self.serving > 1 else ACCEPT_ALL):
         held = handoff.held(self)  # with those handed over and not answered yet
-        if held >= self.max_clients:  # keep descriptors for ZeroMQ and the log
+        if held >= self.max_clients:  # keep descriptors for the links and the log
             self.pause_accepting(OSError(errno.EMFILE, "Too many open files (reserve kept)"))
             return
         try:

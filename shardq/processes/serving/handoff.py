@@ -2,7 +2,7 @@
 
 With several serving processes a client lands on whichever process accepted it, but its
 commands are cheapest where its tubes live: there they are applied in the same turn, with
-no ZeroMQ hop. So a connection whose *home* shard is hosted by another serving process
+no hop. So a connection whose *home* shard is hosted by another serving process
 moves there, its socket passed over a unix datagram socket (SCM_RIGHTS) with what the new
 owner needs to go on (`wire.Handoff`). Its home: the shard of its used tube, or, once it
 has reserved (a worker), the one shard all its watched tubes are on (if they span shards,
@@ -32,7 +32,7 @@ on): refused when taking it would pass this process's descriptors for clients or
 share of max_connections, or when the descriptor did not arrive (out of descriptors, the
 kernel drops it and flags the message MSG_CTRUNC). So no accepted client is lost to a
 full process, and max_connections counts handed-in connections. When the receiver dies
-before answering, its peers see its shard go (ZeroMQ's monitor) and serve what they had
+before answering, its peers see its shard go (the link's DOWN) and serve what they had
 sent it (`take_back`). Every datagram lands in one buffer allocated once per process
 (HANDOFF_BYTES; a larger state is not sent: the connection stays), so a handover
 allocates nothing large (socket.recv_fds allocated its whole buffer, 1 MiB, each call).
@@ -70,7 +70,7 @@ ANCILLARY_BYTES = socket.CMSG_SPACE(FD_BYTES)  #: room for one descriptor
 
 
 class HandoffInbox:
-    """The selector key data of the handoff socket (tells it from clients and ZeroMQ), with
+    """The selector key data of the handoff socket (tells it from clients and links), with
     the one buffer every datagram is received into."""
 
     def __init__(self, sock: socket.socket) -> None:

@@ -1,15 +1,15 @@
 """The serving process: client TCP connections in, batched requests out to the shards.
 
-One epoll loop owns every client socket and the ZeroMQ sockets to the shards and the
-coordinator. Each connection runs one command at a time, like beanstalkd: its next
+One epoll loop owns every client socket and the links (common/links.py) to the shards and
+the coordinator. Each connection runs one command at a time, like beanstalkd: its next
 command is parsed only once the reply to the current one is written, so replies are
 always in order. Requests produced in one turn of the loop go to each shard as one
 message, and the shard answers them with one message.
 
-The serving process may *host* a shard (`hosted`): that shard's ShardCore runs in this process,
-so commands for its tubes are applied in the same turn with no ZeroMQ hop; its ROUTER
-socket still answers the coordinator. Its log is committed before any output of the turn
-leaves, so a reply is never sent for a change the log does not hold.
+The serving process may *host* a shard (`hosted`): that shard's ShardCore runs in this
+process, so commands for its tubes are applied in the same turn with no hop; its Router
+still answers the coordinator and the other serving processes. Its log is committed before
+any output of the turn leaves, so a reply is never sent for a change the log does not hold.
 
 A reserve whose watched tubes all live on one shard goes to that shard, which keeps the
 waiter, its timeout and its DEADLINE_SOON. A reserve that spans shards is run here: each
@@ -25,13 +25,14 @@ its state; this module makes the class of them and runs its loop.
 
 from __future__ import annotations
 
+import functools
 import selectors
 import time
 from selectors import EVENT_READ, EVENT_WRITE
-from typing import cast
 
 from shardq.cluster import wire
 from shardq.processes.common import collector, lifeline, wakeup
+from shardq.processes.common.links import Dealer
 from shardq.processes.serving import (
     clients,
     cross,
@@ -46,7 +47,6 @@ from shardq.processes.serving import (
 from shardq.processes.serving.clients import PRIVATE
 from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
-from shardq.processes.serving.waiting import POLLIN, ZMQ_EVENTS
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
 
@@ -58,6 +58,7 @@ class ServingProcess(ServingState):
     cancel = peers.cancel
     call = peers.call
     flush_requests = peers.flush_requests
+    retry_links = peers.retry_links
     on_monitor = peers.on_monitor
     on_blocks = peers.on_blocks
     got_blocks = peers.got_blocks
@@ -143,7 +144,7 @@ class ServingProcess(ServingState):
 
     def turn(self) -> None:
         """One turn of the loop: wait for input, run due timers, the clients' commands, the
-        ZeroMQ replies and the hosted shard's requests, commit the log, send. With one
+        peers' replies and the hosted shard's requests, commit the log, send. With one
         client waiting for each answer every command is a turn of its own, so each step is
         skipped when it has nothing to do (measured: tools/serving_cycle.py --conns 1)."""
         events = self.wait()
@@ -156,7 +157,9 @@ class ServingProcess(ServingState):
         if events:
             self.handle_events(events)
         if self.touched:
-            self.drain_zmq()
+            self.drain_links()
+        if self.retrying:
+            self.retry_links()
         if self.timers:
             self.run_timers(time.monotonic_ns())
         if hosted is not None:
@@ -184,7 +187,7 @@ class ServingProcess(ServingState):
             elif data is wakeup.SIGNALLED:
                 wakeup.drain(key.fd)
             else:
-                self.touched.add(data)  # a ZeroMQ socket
+                self.touched.add(data)  # a link's end
         if inbox is not None:  # after the clients: a close they sent is seen before
             self.adopt(inbox)  # the commands of a connection that arrived with it
 
@@ -195,9 +198,9 @@ class ServingProcess(ServingState):
         ShardCore.handle_into), events of commands applied directly (call) included."""
         core, index, out = server.core, self.hosted_index, self.hosted_out
         now = time.monotonic_ns()  # turn() ran the timers before reading the clients
-        if server.held() or (
-            server.sock in self.touched and cast(int, server.sock.getsockopt(ZMQ_EVENTS)) & POLLIN
-        ):
+        router = server.router
+        if router in self.touched or server.held():
+            self.touched.discard(router)  # what receive leaves, held() says
             batches = server.receive()  # from the coordinator, or another serving process
             if any(wire.op_of(raw) == COUNTS for _peer, batch in batches for raw in batch):
                 # a `stats` counts what happened before it: take in what the clients sent
@@ -226,24 +229,21 @@ class ServingProcess(ServingState):
         if out:
             server.send_replies(out)
             out.clear()
-            self.touched.add(server.sock)
 
-    def drain_zmq(self) -> None:
-        if not self.touched:
-            return
-        hosted = self.hosted.sock if self.hosted is not None else None
-        for s in list(self.touched):
-            target = self.monitor_target.get(s)
-            if target is not None:
-                while cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                    self.on_monitor(target, peers.monitor_event(s.recv_multipart()))
-            elif s is not hosted:
-                inbox = self.inboxes[s]  # a reply leaves the socket once decoded
-                while inbox.held() or cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-                    _, data = inbox.peek()
-                    batch = wire.unpack(data)
-                    inbox.taken()
-                    self.on_replies(batch)
+    def drain_links(self) -> None:
+        """Read each dealer whose descriptor fired to its end: its changes (up, down) and
+        its replies, in order. (The hosted shard's Router is run_hosted's.) A reply leaves
+        its end only once decoded; an end read to its end leaves `touched`, and its
+        descriptor fires again for anything new."""
+        for end in list(self.touched):
+            if not isinstance(end, Dealer):
+                continue  # the hosted shard's Router
+            on_change = functools.partial(self.on_monitor, self.target_of[end])
+            while (data := end.next_message(on_change)) is not None:
+                batch = wire.unpack(data)
+                end.taken()
+                self.on_replies(batch)
+            self.touched.discard(end)
 
     def serve_forever(self) -> None:
         while True:

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import os
 import selectors
-import struct
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-
-import zmq
 
 from shardq.cluster import wire
 from shardq.cluster.routing import MAX_SERVING
 from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
-from shardq.processes.common.zmqctx import dealer
+from shardq.processes.common import links
+from shardq.processes.common.links import Again
 from shardq.processes.serving import handoff
 from shardq.processes.serving.clients import PRIVATE
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
@@ -26,22 +24,6 @@ from shardq.processes.shard.ops import NO_REPLY, PIPELINED, BuryArgs, DeleteArgs
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
-
-MONITOR_HEAD = struct.Struct("=hi")  #: a monitor message's event and value
-
-
-def monitor_event(frames: list[bytes]) -> int:
-    """The event number of a ZeroMQ socket-monitor message: its first frame starts with the
-    event (16 bits) and a value (32 bits), native order. Read here, not with
-    zmq.utils.monitor, which imports asyncio (≈ 25 ms more for every process start)."""
-    return int(MONITOR_HEAD.unpack_from(frames[0])[0])
-
-
-def peer_dealer(ctx: zmq.Context) -> zmq.Socket:
-    """A DEALER socket to a shard or the coordinator."""
-    s = dealer(ctx)
-    s.setsockopt(zmq.IMMEDIATE, 1)  # queue here, not in a pipe to a process that died
-    return s
 
 
 def new_rid(self: ServingProcess) -> int:
@@ -111,21 +93,29 @@ def flush_requests(self: ServingProcess) -> None:
     self.retry_soon = False
     for target, batch in self.outq.items():
         if batch and self.up.get(target):
-            sock = self.socks[target]
-            self.touched.add(sock)
             try:
-                sock.send(wire.pack(batch), zmq.NOBLOCK)
-            except zmq.Again:
-                self.retry_soon = True  # the peer is not writable yet; try next turn
+                self.socks[target].send(wire.pack(batch))
+            except Again:
+                self.retry_soon = True  # down, or too much queued for it; try next turn
                 continue
             batch.clear()
     if self.handovers.answers:
         handoff.send_answers(self)  # those its peers' full inboxes did not take yet
 
 
-def on_monitor(self: ServingProcess, target: int, event: int) -> None:
-    if event == zmq.EVENT_DISCONNECTED:
+def retry_links(self: ServingProcess) -> None:
+    """Reach the peers that are down and due again; one reached says UP through its
+    descriptor (on_monitor)."""
+    links.retry_due(self.retrying, time.monotonic())
+    for dealer in [d for d in self.retrying if d.stream is not None]:
+        self.retrying.discard(dealer)
+
+
+def on_monitor(self: ServingProcess, target: int, event: str) -> None:
+    """A link's change: the peer went (DOWN) or is reached (UP, also after a restart)."""
+    if event == links.DOWN:
         self.up[target] = False
+        self.retrying.add(self.socks[target])
         handoff.take_back(self, target)  # a serving process (its shard's) gone mid-handover
         return
     self.up[target] = True

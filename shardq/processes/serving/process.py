@@ -45,8 +45,7 @@ def main(settings: ServingSettings, hosted: ShardCore | None, tls: ssl.SSLContex
     try:
         serving_proc.serve_forever()
     finally:
-        for s in serving_proc.socks.values():
-            s.close(0)
+        serving_proc.close_links()
         serving_proc.listener.close()
         if serving_proc.private is not None:
             serving_proc.private.close()
@@ -54,5 +53,4 @@ def main(settings: ServingSettings, hosted: ShardCore | None, tls: ssl.SSLContex
             with contextlib.suppress(OSError):
                 os.unlink(handoff.handoff_path(settings.common.run_dir, settings.index))
         if serving_proc.hosted is not None:
-            serving_proc.hosted.sock.close(0)
             serving_proc.hosted.core.close()

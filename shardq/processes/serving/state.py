@@ -1,6 +1,6 @@
 """What a serving process holds, built from its settings: its sockets (the listener, the
-ZeroMQ dealers to the shards and the coordinator with their monitors, the hosted shard's
-ROUTER), its connections, the requests in flight, its id blocks (`ids`, an IdLeases), its
+dealers to the shards and the coordinator, the hosted shard's Router: common/links.py),
+its connections, the requests in flight, its id blocks (`ids`, an IdLeases), its
 limits and counters.
 
 `ServingState` is the state part of `ServingProcess` (loop.py), which adds the rooms'
@@ -15,23 +15,19 @@ import resource
 import selectors
 import socket
 import time
-from typing import TYPE_CHECKING, Any, cast
-
-import zmq
+from typing import TYPE_CHECKING, Any
 
 from shardq.cluster.routing import TubeShards, tagged
 from shardq.cluster.wire import Request
-from shardq.processes.common import live
+from shardq.processes.common import links, live
 from shardq.processes.common.heads import PeerHeads
-from shardq.processes.common.inbox import Inbox
+from shardq.processes.common.links import Dealer, Router
 from shardq.processes.common.listener import Network, parse_networks
 from shardq.processes.common.settings import ServingSettings
-from shardq.processes.common.sockpath import ipc_endpoint
-from shardq.processes.common.zmqctx import context
+from shardq.processes.common.sockpath import link_path
 from shardq.processes.serving import clients, handoff, tls
 from shardq.processes.serving.conn import COORDINATOR, Conn, CrossReserve, Done
 from shardq.processes.serving.ids import IdLeases
-from shardq.processes.serving.peers import peer_dealer
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
 from shardq.processes.shard.server import ShardServer
@@ -79,44 +75,32 @@ class ServingState:
         #: when the hosted shard's job comes first (cross.py); None with one shard
         self.peer_heads = PeerHeads(run_dir) if shards > 1 else None
         self.max_job_size = max_job_size = settings.max_job_size
-        self.ctx = context()
-        self.socks: dict[int, zmq.Socket] = {}
-        endpoints = {i: ipc_endpoint(run_dir, f"shard-{i}") for i in range(shards)}
-        endpoints[COORDINATOR] = ipc_endpoint(run_dir, "coordinator")
+        self.socks: dict[int, Dealer] = {}  # target -> the link to it
+        paths = {i: link_path(run_dir, f"shard-{i}") for i in range(shards)}
+        paths[COORDINATOR] = link_path(run_dir, "coordinator")
         self.sel = selectors.DefaultSelector()
         self.hosted: ShardServer | None = None
         self.hosted_index = -2  # no shard index
         self.hosted_out: Outbox = {}  # peer -> replies of the hosted shard
         if hosted is not None:
             self.hosted_index = hosted.index
-            self.hosted = ShardServer(hosted, endpoints.pop(hosted.index))
+            self.hosted = ShardServer(hosted, paths.pop(hosted.index))
             hosted.host_fields = self.connection_fields  # its part of `stats` (COUNTS)
-            hosted_sock = self.hosted.sock
-            self.sel.register(
-                cast(int, hosted_sock.getsockopt(zmq.FD)), selectors.EVENT_READ, hosted_sock
-            )
-        for target in endpoints:
-            self.socks[target] = peer_dealer(self.ctx)
-        self.dealers = list(self.socks.values())
-        self.inboxes = {s: Inbox(s) for s in self.dealers}  # (common/inbox.py)
-        self.monitors: dict[int, zmq.Socket] = {}
-        self.monitor_target: dict[zmq.Socket, int] = {}
+            router = self.hosted.router
+            self.sel.register(router.fd, selectors.EVENT_READ, router)
+        for target, path in paths.items():
+            dealer = self.socks[target] = Dealer(path, links.name())
+            self.sel.register(dealer.fd, selectors.EVENT_READ, dealer)
+        self.target_of = {dealer: target for target, dealer in self.socks.items()}
         self.up: dict[int, bool] = {}  # target -> connected now
         self.seen_up: set[int] = set()  # targets that were connected at least once
         self.inflight: dict[int, tuple[int, Request]] = {}  # rid -> (target, request)
-        for target, s in self.socks.items():
-            self.sel.register(cast(int, s.getsockopt(zmq.FD)), selectors.EVENT_READ, s)
-            mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
-            self.monitors[target] = mon
-            self.monitor_target[mon] = target
-            self.sel.register(cast(int, mon.getsockopt(zmq.FD)), selectors.EVENT_READ, mon)
-            s.connect(endpoints[target])  # after the monitor, so no CONNECTED event is missed
-        zsocks = self.dealers + list(self.monitors.values())
-        if self.hosted is not None:
-            zsocks.append(self.hosted.sock)
-        # ZeroMQ sockets whose state may have changed (their fd fired, or we sent on them):
-        # only these need asking for input before the loop sleeps (each ask is 2 syscalls).
-        self.touched: set[zmq.Socket] = set(zsocks)
+        #: links that are down: connected again when due (peers.retry_links; the first turn
+        #: makes the first connects)
+        self.retrying: set[Dealer] = set(self.socks.values())
+        #: ends whose descriptor fired: read to their end by the turn (an end that a turn
+        #: out of memory left unread stays here, so the loop does not sleep on it)
+        self.touched: set[Dealer | Router] = set()
         self.conns: dict[int, Conn] = {}
         self.rbuf = bytearray(clients.RECV_BYTES)  # every client read lands here first
         self.rview = memoryview(self.rbuf)
@@ -169,6 +153,13 @@ class ServingState:
         self.handovers = handoff.Handovers()  # connections moving between serving processes
         if serving > 1:
             self.open_handoff(run_dir)
+
+    def close_links(self) -> None:
+        """Close the links to the peers and the hosted shard's Router."""
+        for dealer in self.socks.values():
+            dealer.close()
+        if self.hosted is not None:
+            self.hosted.close()
 
     def take_limits(self, settings: live.Live) -> None:
         """New limits from a SIGHUP: they hold for what comes next (a connection already

@@ -4,8 +4,8 @@ in epoll until the next timer.
 
 With one client that waits for each answer every command is a turn of its own, so the wait
 is paid per command: after a busy turn the first poll comes before anything else, and the
-sleep's timeout (timers, the hosted shard's next wake-up, ZeroMQ sockets that may hold
-input) is worked out only when that poll found nothing.
+sleep's timeout (timers, the hosted shard's next wake-up, links that a turn left unread or
+that are due to reconnect) is worked out only when that poll found nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from __future__ import annotations
 import os
 import selectors
 import time
-from typing import TYPE_CHECKING, cast
-
-import zmq
+from typing import TYPE_CHECKING
 
 from shardq.engine.job import NS
 from shardq.processes.common import lifeline
@@ -23,8 +21,6 @@ from shardq.processes.common import lifeline
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
 
-POLLIN = int(zmq.POLLIN)  #: plain ints: pyzmq's flag enums cost a microsecond per use
-ZMQ_EVENTS = int(zmq.EVENTS)
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
@@ -42,7 +38,7 @@ def wait(self: ServingProcess) -> list[tuple[selectors.SelectorKey, int]]:
         and self.spin_s
         and not self.spin_skip
         and len(self.conns) <= SPIN_MAX_CONNS
-        and not self.touched  # a ZeroMQ socket may hold input: see sleep_s
+        and not self.touched  # a link a turn left unread: see sleep_s
         and not self.handshakes  # sleep_s expires stalled TLS handshakes
         and not self.accept_paused_until  # and resumes accepting after a pause
     )
@@ -84,14 +80,11 @@ def sleep_s(self: ServingProcess) -> float:
         if self.outq.get(self.hosted_index) or self.hosted.held():
             timeout = 0  # a connection closed last turn: its jobs go back at once; or
             # requests a turn out of memory left
-    # zmq fds fire on a change, not on a state: what an earlier call took in is only seen
-    # by asking the socket, so ask before sleeping.
-    for s in list(self.touched):
-        inbox = self.inboxes.get(s)
-        if (inbox is not None and inbox.held()) or cast(int, s.getsockopt(ZMQ_EVENTS)) & POLLIN:
-            timeout = 0
-        else:
-            self.touched.discard(s)  # its fd fires when anything arrives
+    if self.touched:
+        timeout = 0  # a link a turn out of memory left unread: its fd may not fire again
+    if self.retrying:  # links down: until the next is due to be tried again
+        due = min(dealer.retry_at for dealer in self.retrying)
+        timeout = min(timeout, max(0.0, due - time.monotonic()))
     return timeout
 
 

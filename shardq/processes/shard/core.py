@@ -3,7 +3,7 @@
 `ShardCore` is the shard without a socket: it applies requests (wire.py's shapes) to the
 engine, remembers which peer waits for which reserve, commits the log once per turn and
 knows when it next has to wake up. Two shells drive it: `ShardServer` (server.py), the
-ZeroMQ ROUTER loop of a shard process, and the serving process, which can host a shard in
+Router loop of a shard process, and the serving process, which can host a shard in
 its own process so that commands for that shard's tubes take no hop (serving/process.py).
 """
 

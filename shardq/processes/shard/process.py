@@ -13,7 +13,7 @@ from shardq.cluster.routing import default_shard
 from shardq.engine.policy import Policies
 from shardq.processes.common import heads, live, wakeup
 from shardq.processes.common.settings import Common, ShardSettings, Store
-from shardq.processes.common.sockpath import ipc_endpoint
+from shardq.processes.common.sockpath import link_path
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.server import ShardServer
 from shardq.storage.copy_ids import CopyIds
@@ -53,10 +53,10 @@ def main(settings: ShardSettings) -> None:
     signal.signal(signal.SIGTERM, wakeup.exit_on_sigterm)
     core = open_core(settings.store, settings.common)
     run_dir, index = settings.common.run_dir, settings.store.index
-    server = ShardServer(core, ipc_endpoint(run_dir, f"shard-{index}"))
+    server = ShardServer(core, link_path(run_dir, f"shard-{index}"))
     server.watch_signals()
     try:
         server.serve_forever()
     finally:
-        server.sock.close(0)
+        server.close()
         core.close()

@@ -1,34 +1,32 @@
-"""A shard's ZeroMQ shell: the ROUTER socket around a `ShardCore` (core.py), and the loop of a
-shard process.
+"""A shard's shell: the Router end (common/links.py) around a `ShardCore` (core.py), and the
+loop of a shard process.
 
 Each message is a batch of requests from a serving process or the coordinator; the replies
 to one batch, plus whatever the engine has to say on its own (a waiter served, a reserve
 timing out), go back as one batch per peer. Timers are the engine's: the loop sleeps until
 the engine's next wake-up or the next message, whichever comes first. A serving process
-that hosts the shard drives the same socket from its own loop (serving/loop.py).
+that hosts the shard drives the same Router from its own loop (serving/loop.py).
 
 Out of memory (processes/common/outofmemory.py) nothing is lost: a message is not taken
-from the socket until it is decoded (common/inbox.py), a batch that cannot be unpacked
-whole is decoded request by request, a request that still cannot be is answered
-OUT_OF_MEMORY (`wire.unpack_requests`), the requests of a turn that ran out of memory
-before they were applied are applied in the next (`pending`), and replies that cannot be
-packed wait for the next turn.
+from the Router until it is decoded (links.py keeps it until `taken`), a batch that cannot
+be unpacked whole is decoded request by request, a request that still cannot be is
+answered OUT_OF_MEMORY (`wire.unpack_requests`), the requests of a turn that ran out of
+memory before they were applied are applied in the next (`pending`), and replies that
+cannot be packed wait for the next turn.
 """
 
 from __future__ import annotations
 
 import logging
+import select
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import zmq
-
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
 from shardq.processes.common import collector, lifeline, outofmemory, wakeup
-from shardq.processes.common.inbox import Inbox
-from shardq.processes.common.zmqctx import context, stranger
+from shardq.processes.common.links import TOKEN, Again, Router
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
 
@@ -38,23 +36,20 @@ log = logging.getLogger(__name__)
 Batch = tuple[bytes, list[Sequence[Any] | wire.Unread]]
 
 MAX_MESSAGES_PER_TURN = 256  #: bound the work between two timer checks
-MAX_SLEEP_MS = int(lifeline.CHECK_EVERY_S * 1000)  #: poll at least this often
-RETRY_SEND_MS = 50  #: how soon replies that memory was short to pack are tried again
+MAX_SLEEP_S = lifeline.CHECK_EVERY_S  #: poll at least this often
+RETRY_SEND_S = 0.05  #: how soon replies that memory was short to pack are tried again
 
 
 class ShardServer:
-    """A shard process: a ZeroMQ ROUTER socket around a ShardCore."""
+    """A shard process: a Router around a ShardCore."""
 
-    def __init__(self, core: ShardCore, endpoint: str) -> None:
+    def __init__(self, core: ShardCore, path: str) -> None:
+        """`path`: the unix socket its peers reach it on (links.Router)."""
         self.core = core
-        self.ctx = context()
-        self.sock = self.ctx.socket(zmq.ROUTER)
-        self.sock.linger = 0
-        self.sock.bind(endpoint)
-        self.poller = zmq.Poller()
-        self.poller.register(self.sock, zmq.POLLIN)
+        self.router = Router(path, TOKEN)
+        self.poll = select.epoll()
+        self.poll.register(self.router.fd, select.EPOLLIN)
         self.wakeup = -1  # see `watch_signals`
-        self.inbox = Inbox(self.sock)
         #: batches received and not handled yet: a turn that ran out of memory leaves the
         #: requests it had not applied to the next
         self.pending: list[Batch] = []
@@ -65,30 +60,29 @@ class ShardServer:
         """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
         shard hosted in a serving process (whose loop polls its own pipe)."""
         self.wakeup = wakeup.install()
-        self.poller.register(self.wakeup, zmq.POLLIN)
+        self.poll.register(self.wakeup, select.EPOLLIN)
 
     def receive(self) -> list[Batch]:
         """The batches not handled yet, with those the socket holds now (a bounded number
         of messages) after them; a request that memory was short to decode comes as
         `wire.Unread`."""
-        pending, inbox = self.pending, self.inbox
+        pending, router = self.pending, self.router
         for _ in range(MAX_MESSAGES_PER_TURN):
             try:
-                peer, data = inbox.peek()
-            except zmq.Again:
+                peer, data = router.peek()
+            except Again:
                 break
-            if not stranger(peer):
-                try:
-                    pending.append((peer, wire.unpack_requests(data)))
-                except ValueError:
-                    log.warning("shard %d: dropped a malformed message", self.core.index)
-            inbox.taken()
+            try:
+                pending.append((peer, wire.unpack_requests(data)))
+            except ValueError:
+                log.warning("shard %d: dropped a malformed message", self.core.index)
+            router.taken()
         return pending
 
     def held(self) -> bool:
-        """Requests taken from the socket and not applied yet (a turn ran out of memory):
-        the socket's fd will not fire for them again."""
-        return bool(self.pending) or self.inbox.held()
+        """Requests taken from the sockets and not applied yet (a turn ran out of memory,
+        or it stopped at MAX_MESSAGES_PER_TURN): the Router's fd may not fire for them."""
+        return bool(self.pending) or self.router.held()
 
     def handle(self, batches: list[Batch], now: int, out: Outbox) -> None:
         """Apply `batches` in order, emptying the list. Out of memory before a request is
@@ -124,21 +118,22 @@ class ShardServer:
     def send_replies(self, out: Outbox) -> None:
         """Each peer's replies as one batch; out of memory, one reply a batch, and what
         still cannot be packed stays in `out` for the next turn (no reply is lost)."""
+        send = self.router.send
         for peer in list(out):
             replies = out[peer]
             try:
                 if replies:
-                    self.sock.send_multipart([peer, wire.pack(replies)])
+                    send(peer, wire.pack(replies))
                 del out[peer]
             except MemoryError:
                 while replies:
-                    self.sock.send_multipart([peer, wire.pack(replies[:1])])
+                    send(peer, wire.pack(replies[:1]))
                     del replies[0]
 
-    def turn(self, timeout_ms: int | None) -> None:
+    def turn(self, timeout_s: float) -> None:
         core = self.core
         out = self.out  # kept across a turn that ran out of memory
-        if self.poller.poll(timeout_ms) or self.held():
+        if self.poll.poll(timeout_s) or self.held():
             if self.wakeup >= 0:
                 wakeup.drain(self.wakeup)
             now = time.monotonic_ns()
@@ -158,9 +153,13 @@ class ShardServer:
         turn out of memory left are tried again."""
         collector.settle()  # no collection pause that grows with the jobs held
         wake = self.core.next_wakeup()
-        timeout = RETRY_SEND_MS if self.out else MAX_SLEEP_MS
+        timeout = RETRY_SEND_S if self.out else MAX_SLEEP_S
         if self.held():
             timeout = 0
         if wake is not None:
-            timeout = min(timeout, max(0, -(-(wake - time.monotonic_ns()) // 1_000_000)))
+            timeout = min(timeout, max(0.0, (wake - time.monotonic_ns()) / 1e9))
         self.turn(timeout)
+
+    def close(self) -> None:
+        self.router.close()
+        self.poll.close()

@@ -129,8 +129,7 @@ RUNNERS: dict[str, Callable[[Any], None]] = {
 
 def raise_fd_limit() -> None:
     """Open-file soft limit up to the hard limit (often 1,024 of 524,288): a serving
-    process holds one descriptor per client besides its ZeroMQ sockets, and libzmq aborts
-    the process when it cannot get one for its own use."""
+    process holds one descriptor per client besides its links to the other processes."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != hard:
         try:
@@ -159,8 +158,8 @@ def main(settings: RoleSettings) -> None:
 
 def run_and_exit(settings: RoleSettings) -> None:
     """Run a role, then leave with os._exit: each role has already closed its sockets and
-    synced its log in its own `finally`, and interpreter shutdown (ZeroMQ's context
-    termination among it) must not be able to keep a stopped process alive."""
+    synced its log in its own `finally`, and interpreter shutdown must not be able to keep
+    a stopped process alive."""
     code = 0
     try:
         main(settings)

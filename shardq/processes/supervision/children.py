@@ -105,8 +105,11 @@ def preload(roles: Iterable[str]) -> None:
     process, which imports its own (prometheus-client, http.server: ≈ 25 ms) after the fork
     while the others start: preloaded, they delayed a server's first answer by as much.
     Collection stays off until the children run (each turns it on: `collector.tune`): the imports
-    make no garbage worth a pass, and the passes cost ≈ 7 % of them."""
+    make no garbage worth a pass, and the passes cost ≈ 7 % of them. The links' module comes
+    first, whatever the roles: it draws the server's token (links.TOKEN), which every
+    child, a role imported after its fork or restarted later included, must share."""
     gc.disable()
+    importlib.import_module("shardq.processes.common.links")
     for role in sorted(set(roles)):
         for module in ROLE_MODULES.get(role, ()):
             importlib.import_module(module)

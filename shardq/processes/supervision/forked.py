@@ -5,8 +5,8 @@ runs, and the processes of a server do that side by side on the same cores. The 
 imports every role once (`preload`) and forks: a child starts with everything imported and
 goes straight to its role (`shardq.processes.supervision.child.run_and_exit`).
 
-Forking is safe here because the supervisor has no thread and no ZeroMQ context (it never
-opens a ZeroMQ socket). What a fresh process would not have is undone in the child before
+Forking is safe here because the supervisor has no thread (it never opens a link to
+another process). What a fresh process would not have is undone in the child before
 it runs anything: the supervisor's signal handlers go back to the defaults (the signals the
 supervisor blocked stay blocked, as across an exec), every descriptor but stdio and
 `pass_fds` is closed (as `subprocess` does), and the process is named after its role
