@@ -263,3 +263,28 @@ def test_a_stranger_may_not_send_more_than_a_name_before_it_is_dropped(path: str
     assert router.streams == {}  # dropped at the length, before reading a big "name"
     raw.close()
     router.close()
+
+
+def test_what_a_peer_sent_before_it_went_is_read_before_its_down(path: str) -> None:
+    """A shard's replies written just before it died are answers like any: read, then DOWN
+    (and no reconnect in between)."""
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    dealer.send(b"hello")
+    name, _ = router_message(router)
+    router.send(name, b"reply 1")
+    router.send(name, b"reply 2")
+    router.close()  # the peer goes right after
+    while dealer.stream is not None:  # read to the end before a message is taken
+        wait(dealer.fd)
+        dealer.collect()
+    seen: list[str] = []
+    got = []
+    while (data := dealer.next_message(seen.append)) is not None:
+        got.append((bytes(data), list(seen)))
+        dealer.taken()
+    assert got == [(b"reply 1", [UP]), (b"reply 2", [UP])] and seen == [UP, DOWN]
+    dealer.retry(dealer.retry_at)  # nobody there: still down
+    assert dealer.take_changes() == []
+    dealer.close()

@@ -385,6 +385,9 @@ class Dealer:
         self.signal_r, self.signal_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.poll.register(self.signal_r, _IN)  # readable while `changes` holds any
         self.stream: Stream | None = None
+        #: the stream of a peer that went, while whole messages it sent before it went are
+        #: still to be read: DOWN is told once they are, and no reconnect comes before
+        self.last: Stream | None = None
         self.changes: deque[str] = deque()
         self.retry_at = 0.0  # monotonic s of the next connect while down (0: up)
         self.retry_s = RETRY_FIRST_S
@@ -423,7 +426,7 @@ class Dealer:
 
     def retry(self, now: float) -> None:
         """Connect again if it is time to (the loop calls it when `retry_at` has passed)."""
-        if self.stream is None and now >= self.retry_at:
+        if self.stream is None and self.last is None and now >= self.retry_at:
             self.connect()
 
     def send(self, data: bytes) -> None:
@@ -447,6 +450,14 @@ class Dealer:
         for read_first in (False, True):
             if read_first:
                 self.collect()
+            last = self.last
+            if last is not None:  # what a peer that went had sent: before its DOWN
+                message = self.message(last)
+                if message is not None:
+                    return message
+                self.last = None
+                self.change(DOWN)
+                raise Again
             stream = self.stream
             message = None if stream is None else self.message(stream)
             if message is not None:
@@ -469,19 +480,24 @@ class Dealer:
                     return None
 
     def taken(self) -> None:
-        assert self.stream is not None
-        self.stream.take()
+        stream = self.last if self.last is not None else self.stream
+        assert stream is not None
+        stream.take()
 
     def held(self) -> bool:
         """A whole message or a change is at hand."""
-        stream = self.stream
+        stream = self.last if self.last is not None else self.stream
         return bool(self.changes) or (stream is not None and self.message(stream) is not None)
 
     def message(self, stream: Stream) -> memoryview | None:
         try:
             return stream.message()
         except ValueError:  # not a message of this server's: start again
-            self.lost()
+            if stream is self.last:
+                self.last = None
+                self.change(DOWN)
+            else:
+                self.lost(keep=False)
             return None
 
     def collect(self) -> None:
@@ -511,9 +527,11 @@ class Dealer:
         with contextlib.suppress(BlockingIOError):
             os.write(self.signal_w, b"!")
 
-    def lost(self) -> None:
+    def lost(self, keep: bool = True) -> None:
         """The peer went away: what it did not take is dropped (its requests are sent again
-        by whoever tracks them), and it is tried again soon."""
+        by whoever tracks them), and it is tried again soon. The whole messages it sent
+        before it went are still read, and DOWN comes after them (`keep`; not for a
+        stream that broke the framing)."""
         stream = self.stream
         if stream is None:
             return
@@ -522,7 +540,12 @@ class Dealer:
         stream.sock.close()
         self.stream = None
         self.retry_at = time.monotonic() + self.retry_s
-        self.change(DOWN)
+        if keep and stream.filled > stream.start:
+            self.last = stream  # peek tells DOWN once its messages are read
+            with contextlib.suppress(BlockingIOError):
+                os.write(self.signal_w, b"!")  # readable meanwhile: a loop comes to read them
+        else:
+            self.change(DOWN)
 
     def close(self) -> None:
         if self.stream is not None:
