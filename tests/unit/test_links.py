@@ -288,3 +288,19 @@ def test_what_a_peer_sent_before_it_went_is_read_before_its_down(path: str) -> N
     dealer.retry(dealer.retry_at)  # nobody there: still down
     assert dealer.take_changes() == []
     dealer.close()
+
+
+def test_a_peer_that_reads_nothing_loses_its_link_past_max_queued(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(links, "MAX_QUEUED", 1 << 20)
+    router = Router(path, TOKEN)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    dealer.send(b"hello")
+    name, _ = router_message(router)
+    for _ in range(64):  # 4 MiB, which the dealer never reads
+        router.send(name, b"r" * 65536)
+    assert name not in router.by_name  # dropped: it holds at most MAX_QUEUED for it
+    dealer.close()
+    router.close()

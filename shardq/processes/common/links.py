@@ -285,9 +285,16 @@ class Router:
         return bool(self.ready)
 
     def send(self, name: bytes, data: bytes) -> None:
-        """Queue `data` for the peer `name`; dropped if it has gone (as a ROUTER does)."""
+        """Queue `data` for the peer `name`; dropped if it has gone (as a ROUTER does). A
+        peer that has left more than MAX_QUEUED bytes unread loses its link instead (logged):
+        it reconnects and sends again what was not answered, as after a restart, and this
+        end holds no more for it than that."""
         stream = self.by_name.get(name)
         if stream is None:
+            return
+        if len(stream.outbuf) > MAX_QUEUED:
+            log.warning("dropped the link of a peer that read nothing of %d bytes", MAX_QUEUED)
+            self.drop(stream.sock.fileno())
             return
         try:
             stream.queue(self.poll, data)
