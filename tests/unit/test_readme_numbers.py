@@ -111,8 +111,8 @@ FIGURES = [
     Figure(
         "an idle default server by RSS",
         r"against 4 processes and ([\d.]+) MiB now, by RSS",
-        "Footprint at rest",
-        r"\| \*\*default server\*\* \| \*\*([\d.]+)\*\* \|",
+        "Every hop over `links`",
+        r"RSS summed over\s+the 4 processes \*\*[\d.]+ → ([\d.]+) MiB\*\*",
     ),
     Figure(
         "an idle default server by PSS",
