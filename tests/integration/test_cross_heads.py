@@ -15,9 +15,12 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from crash_load import Client
 from helpers import poll_for, tube_on_shard
+
+from shardq.processes.common.heads import HeadTable, path_of
 
 SHARDS = 2
 FAR = 1  # a shard process
@@ -39,6 +42,20 @@ def worker_of(port: int, far: bytes, near: bytes) -> Client:
     return worker
 
 
+def published(port: int, run_dir: Path, worker: Client, near: bytes) -> None:
+    """Make shard FAR publish its table, as one reserve over both shards does: a shard
+    publishes only while a serving process reads its table (processes/common/heads.py).
+    The reserve takes a near job put for it (the best there is), and is deleted."""
+    producer = Client(port)
+    warm = put(producer, near, 0, b"warm")
+    producer.close()
+    assert worker.cmd(b"reserve-with-timeout 5") == b"RESERVED %d 4" % warm
+    assert worker.cmd(b"delete %d" % warm) == b"DELETED"
+    table = HeadTable.reader(path_of(str(run_dir), FAR))
+    assert table is not None
+    assert table.marked_valid(), "shard 1 did not publish: the tests below need it to"
+
+
 @contextmanager
 def stopped(pid: int) -> Iterator[None]:
     os.kill(pid, signal.SIGSTOP)
@@ -48,20 +65,21 @@ def stopped(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
-def layout(shardq_server) -> tuple[int, int, bytes, bytes]:
+def layout(shardq_server) -> tuple[int, int, bytes, bytes, Path]:
     srv = shardq_server(SHARDS)
     far_pid = srv.wait_all_children()[f"shard {FAR}"]
     far = tube_on_shard(FAR, SHARDS, "far-").encode()
     near = tube_on_shard(NEAR, SHARDS, "near-").encode()
-    return srv.port, far_pid, far, near
+    return srv.port, far_pid, far, near, srv.run_dir
 
 
 def test_the_hosted_job_first_is_reserved_without_the_other_shard(shardq_server) -> None:
-    port, far_pid, far, near = layout(shardq_server)
+    port, far_pid, far, near, run_dir = layout(shardq_server)
     producer = Client(port)
     near_job = put(producer, near, 10, b"near")
     put(producer, far, 20, b"far")  # after, and less urgent: the near job comes first
     worker = worker_of(port, far, near)
+    published(port, run_dir, worker, near)
     with stopped(far_pid):
         worker.send(b"reserve-with-timeout 5\r\n")
         answered = select.select([worker.sock], [], [], ANSWER_WITHIN_S)[0]
@@ -73,7 +91,7 @@ def test_the_hosted_job_first_is_reserved_without_the_other_shard(shardq_server)
 
 
 def test_the_other_shards_job_first_is_waited_for(shardq_server) -> None:
-    port, far_pid, far, near = layout(shardq_server)
+    port, far_pid, far, near, run_dir = layout(shardq_server)
     producer = Client(port)
     put(producer, near, 10, b"near")
     far_job = put(producer, far, 0, b"far")  # put later, but more urgent: it comes first
@@ -90,11 +108,12 @@ def test_the_other_shards_job_first_is_waited_for(shardq_server) -> None:
 def test_a_timer_due_on_the_other_shard_makes_it_asked(shardq_server) -> None:
     """A delayed job of shard 1 comes first once its delay is over, before shard 1 has
     made it ready (it is stopped): its published next timer makes the reserve ask it."""
-    port, far_pid, far, near = layout(shardq_server)
+    port, far_pid, far, near, run_dir = layout(shardq_server)
     producer = Client(port)
     far_job = put(producer, far, 0, b"far", delay=1)
     put(producer, near, 10, b"near")
     worker = worker_of(port, far, near)
+    published(port, run_dir, worker, near)
     with stopped(far_pid):
         due = time.monotonic() + 1.05
         while time.monotonic() < due:  # the delay itself: what the test is about
@@ -109,7 +128,7 @@ def test_a_timer_due_on_the_other_shard_makes_it_asked(shardq_server) -> None:
 def test_jobs_given_back_to_the_other_shard_are_waited_for(shardq_server) -> None:
     """A client that held the better job of shard 1 goes: until shard 1 has taken the
     DISCONNECT, its table does not show the job given back, so a reserve asks it."""
-    port, far_pid, far, near = layout(shardq_server)
+    port, far_pid, far, near, run_dir = layout(shardq_server)
     producer, admin = Client(port), Client(port)
     far_job = put(producer, far, 0, b"far")
     put(producer, near, 10, b"near")

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import struct
+import time
 from pathlib import Path
 
-from shardq.processes.common.heads import SLOTS, HeadTable, PeerHeads, path_of, slot_of
+from shardq.processes.common.heads import (
+    SLOTS,
+    WANT_NS,
+    WANTED_AT,
+    HeadTable,
+    PeerHeads,
+    path_of,
+    slot_of,
+)
+from shardq.processes.shard.core import ShardCore
 
 NOW = 1_000
 
@@ -93,3 +104,53 @@ def test_peer_heads_ask_a_shard_without_a_table(tmp_path: Path) -> None:
     writer.publish(["a"], {"a": (0, 0)}.get)
     assert peers.beaten([(1, ["a"])], 9, 9, NOW)
     assert SLOTS & (SLOTS - 1) == 0
+
+
+def test_a_reader_looking_makes_the_table_wanted_for_a_while(tmp_path: Path) -> None:
+    path = str(tmp_path / "heads-1")
+    writer = HeadTable.publisher(path)
+    reader = HeadTable.reader(path)
+    assert reader is not None
+    assert not writer.wanted(NOW), "nobody has looked yet"
+    reader.beats(["a"], 0, 0, NOW)
+    assert writer.wanted(NOW) and writer.wanted(NOW + WANT_NS - 1)
+    assert not writer.wanted(NOW + WANT_NS), "nobody looked since"
+    reader.beats(["a"], 0, 0, NOW + WANT_NS // 8)  # too soon to write again
+    assert not writer.wanted(NOW + WANT_NS)
+    reader.beats(["a"], 0, 0, NOW + WANT_NS // 2)
+    assert writer.wanted(NOW + WANT_NS)
+    HeadTable.publisher(path)  # the writer restarted: zeroed, the reader's note included
+    assert not writer.wanted(NOW)
+    reader.wanted_again()  # (PeerHeads.forget, when the reader sees the restart)
+    reader.beats(["a"], 0, 0, NOW + WANT_NS // 2)
+    assert writer.wanted(NOW + WANT_NS)
+
+
+def test_a_shard_publishes_only_while_its_table_is_wanted(tmp_path: Path) -> None:
+    path = str(tmp_path / "heads-0")
+    core = ShardCore(0, owns_default=True)
+    core.publish_to(HeadTable.publisher(path))
+    reader = HeadTable.reader(path)
+    assert reader is not None
+    core.engine.put(1, 1, "a", 5, 0, 60, b"x", time.monotonic_ns())
+    core.commit()
+    assert core.engine.heads_touched is None, "nobody reads: no changes noted"
+    now = time.monotonic_ns()
+    assert reader.beats(["a"], 9, 9, now), "not valid: it cannot say"  # and now wanted
+    assert reader.beats(["a"], 9, 9, now)  # not published before the shard's next turn
+    core.commit()
+    assert reader.beats(["a"], 9, 9, now), "a's job (5, 1) published: it comes first"
+    assert not reader.beats(["a"], 5, 0, now)
+    core.engine.put(2, 2, "b", 1, 0, 60, b"y", time.monotonic_ns())
+    core.commit()
+    assert reader.beats(["b"], 2, 0, now)  # a put is published in its own turn
+    path_table = core.heads
+    assert path_table is not None and path_table.valid
+    # nobody looks for WANT_NS (as if: the time the readers wrote is past), so the next
+    # turn marks it not valid and stops noting changes
+    with open(path, "r+b") as f:
+        f.seek(WANTED_AT)
+        f.write(struct.pack("<q", now - 1))
+    core.commit()
+    assert not path_table.valid and core.engine.heads_touched is None
+    assert reader.beats(["b"], 0, 0, now), "not valid: it cannot say"

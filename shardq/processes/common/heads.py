@@ -23,6 +23,14 @@ crc32(name) % SLOTS. Each is written under its own version, odd while it changes
 seqlock): a reader takes a value only when the version was even and the same before and
 after it read. One process writes a file (the shard's); it zeroes it in place when it
 starts, so that a reader that mapped it before sees the restart.
+
+A shard publishes only while someone reads: the file ends with the time until which it is
+*wanted*, which every reader pushes forward (to WANT_NS ahead, at most once a WANT_NS /
+4) when it looks. A shard whose file nobody wanted lately marks it not valid and stops
+writing it (a turn then costs no publishing: measured, 14 % of a one-client turn's
+instructions); once wanted again, it publishes every tube and then marks it valid, at the
+end of its next turn. Until then readers ask, which is always right: a reserve over two
+shards is then answered one round trip later, never wrongly.
 """
 
 from __future__ import annotations
@@ -38,9 +46,12 @@ NEVER = (1 << 63) - 1  #: next due when the shard has no timer
 _VERSION = struct.Struct("<I")
 _HEADER = struct.Struct("<Iq")  # valid, next due
 _SLOT = struct.Struct("<IIQ")  # present, priority, put order
+_WANTED = struct.Struct("<q")  # wanted until (readers write it; the writer only reads it)
 HEADER_BYTES = 16  #: version + header, padded
 SLOT_BYTES = 24  #: version + slot, padded
-SIZE = HEADER_BYTES + SLOTS * SLOT_BYTES
+WANTED_AT = HEADER_BYTES + SLOTS * SLOT_BYTES  #: where the wanted-until time is
+SIZE = WANTED_AT + 8
+WANT_NS = 5_000_000_000  #: a reader wants a table for this long after it last looked
 
 #: (priority, put order) of a tube's best ready job, or None
 Head = tuple[int, int] | None
@@ -58,7 +69,7 @@ class HeadTable:
     """One shard's published heads: written by the shard (`publish`, `set_due`,
     `set_valid`), read by the serving processes (`beats`)."""
 
-    __slots__ = ("_map", "_members", "_due", "_valid")
+    __slots__ = ("_map", "_members", "_due", "_valid", "_wants_until")
 
     def __init__(self, mapped: mmap.mmap) -> None:
         self._map = mapped
@@ -66,6 +77,7 @@ class HeadTable:
         self._members: dict[int, set[str]] = {}
         self._due = NEVER  #: the writer's: the next due it last wrote
         self._valid = False  #: the writer's: what it last wrote
+        self._wants_until = 0  #: a reader's: the wanted-until time it last wrote
 
     @classmethod
     def publisher(cls, path: str) -> HeadTable:
@@ -85,13 +97,13 @@ class HeadTable:
     def reader(cls, path: str) -> HeadTable | None:
         """Another shard's table, or None while it has not made it yet."""
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, os.O_RDWR)  # (it writes when it wants the table: `want`)
         except FileNotFoundError:
             return None
         try:
             if os.fstat(fd).st_size < SIZE:
                 return None  # being made
-            mapped = mmap.mmap(fd, SIZE, prot=mmap.PROT_READ)
+            mapped = mmap.mmap(fd, SIZE)
         finally:
             os.close(fd)
         return cls(mapped)
@@ -107,9 +119,18 @@ class HeadTable:
         layout.pack_into(m, offset + 4, *values)
         _VERSION.pack_into(m, offset, (version + 1) & 0xFFFFFFFF)
 
+    @property
+    def valid(self) -> bool:
+        """The writer's: whether it last marked the table valid."""
+        return self._valid
+
     def set_valid(self, valid: bool) -> None:
         self._valid = valid
         self._write(0, _HEADER, int(valid), self._due)
+
+    def wanted(self, now: int) -> bool:
+        """The writer's: has a reader looked at the table within WANT_NS of `now`?"""
+        return bool(_WANTED.unpack_from(self._map, WANTED_AT)[0] > now)
 
     def set_due(self, due: int | None) -> None:
         """When the shard's next timer is due (None: it has none)."""
@@ -152,9 +173,27 @@ class HeadTable:
             if not before & 1 and _VERSION.unpack_from(m, offset)[0] == before:
                 return values
 
+    def want(self, now: int) -> None:
+        """Tell the writer the table is read: wanted until WANT_NS from `now` (written at
+        most once a WANT_NS / 4)."""
+        if self._wants_until - now < WANT_NS - WANT_NS // 4:
+            self._wants_until = now + WANT_NS
+            _WANTED.pack_into(self._map, WANTED_AT, self._wants_until)
+
+    def marked_valid(self) -> bool:
+        """A reader's: does the file say it is valid now?"""
+        return bool(self._read(0, _HEADER)[0])
+
+    def wanted_again(self) -> None:
+        """The writer restarted (it zeroed the file): write the wanted time at the next look."""
+        self._wants_until = 0
+
     def beats(self, names: Iterable[str], pri: int, seq: int, now: int) -> bool:
         """May this shard hold a job of these tubes that comes before (pri, seq)? True
-        also when the table cannot say (not valid, or a timer of the shard is due)."""
+        also when the table cannot say (not valid, or a timer of the shard is due). It
+        marks the table wanted (`want`), so a writer that had stopped publishing starts
+        again."""
+        self.want(now)
         valid, due = self._read(0, _HEADER)
         if not valid or due <= now:
             return True
@@ -188,8 +227,12 @@ class PeerHeads:
             self._doubted[shard] = left
 
     def forget(self, shard: int) -> None:
-        """The shard restarted: what it was asked before is moot (its table is new)."""
+        """The shard restarted: what it was asked before is moot (its table is new, and
+        wanted by no one yet)."""
         self._doubted.pop(shard, None)
+        table = self._tables.get(shard)
+        if table is not None:
+            table.wanted_again()
 
     def beaten(
         self, others: Iterable[tuple[int, Iterable[str]]], pri: int, seq: int, now: int

@@ -228,23 +228,36 @@ class ShardCore(Direct):
             self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
             self.engine.audit.clear()
 
-    def publish_heads(self, every: bool = False) -> None:
-        """The best ready job of each tube that changed this turn (`every`: of each tube),
-        and when the next timer is due, for the serving processes' reserves."""
+    def publish_heads(self) -> None:
+        """While a serving process reads them: the best ready job of each tube that changed
+        this turn (of each tube, when they were not published before), and when the next
+        timer is due, for the serving processes' reserves. While none does, nothing: the
+        table says it is not valid (readers ask), and the engine notes no changes."""
         heads, engine = self.heads, self.engine
-        assert heads is not None and engine.heads_touched is not None
-        touched = list(engine.tubes) if every else engine.heads_touched
+        assert heads is not None
+        if not heads.wanted(time.monotonic_ns()):
+            if heads.valid:
+                heads.set_valid(False)  # before any reply of this turn leaves
+                engine.heads_touched = None
+            return
+        if not heads.valid:  # wanted again (or for the first time): every tube, then valid
+            heads.publish(list(engine.tubes), engine.ready_head)
+            heads.set_due(engine.next_due())
+            heads.set_valid(True)
+            engine.heads_touched = set()
+            return
+        touched = engine.heads_touched
+        assert touched is not None
         if touched:
             heads.publish(touched, engine.ready_head)
-            engine.heads_touched.clear()
+            touched.clear()
         heads.set_due(engine.next_due())
 
     def publish_to(self, heads: HeadTable) -> None:
-        """Publish this shard's heads in `heads` from now on, all of them at once."""
+        """Publish this shard's heads in `heads` from now on, while they are read."""
         self.heads = heads
-        self.engine.heads_touched = set()
-        self.publish_heads(every=True)
-        heads.set_valid(True)
+        self.engine.heads_touched = None
+        self.publish_heads()
 
     def write_log(self, wal: Wal) -> None:
         """This turn's records in one write, synced as the policy says; compaction when due.
