@@ -42,13 +42,15 @@ def worker_of(port: int, far: bytes, near: bytes) -> Client:
     return worker
 
 
-def published(port: int, run_dir: Path, worker: Client, near: bytes) -> None:
+def published(run_dir: Path, producer: Client, worker: Client, near: bytes) -> None:
     """Make shard FAR publish its table, as one reserve over both shards does: a shard
     publishes only while a serving process reads its table (processes/common/heads.py).
-    The reserve takes a near job put for it (the best there is), and is deleted."""
-    producer = Client(port)
+    The reserve takes a near job put for it (the best there is), and is deleted. (No
+    connection closes here: a close makes the serving process doubt shard FAR's table
+    until FAR has answered its DISCONNECT, and FAR is about to be stopped.)"""
     warm = put(producer, near, 0, b"warm")
-    producer.close()
+    # the reserve marks shard 1's table wanted before it asks shard 1 (whichever way it is
+    # settled), and shard 1 publishes in the turn that answers it, before the answer leaves
     assert worker.cmd(b"reserve-with-timeout 5") == b"RESERVED %d 4" % warm
     assert worker.cmd(b"delete %d" % warm) == b"DELETED"
     table = HeadTable.reader(path_of(str(run_dir), FAR))
@@ -79,7 +81,7 @@ def test_the_hosted_job_first_is_reserved_without_the_other_shard(shardq_server)
     near_job = put(producer, near, 10, b"near")
     put(producer, far, 20, b"far")  # after, and less urgent: the near job comes first
     worker = worker_of(port, far, near)
-    published(port, run_dir, worker, near)
+    published(run_dir, producer, worker, near)
     with stopped(far_pid):
         worker.send(b"reserve-with-timeout 5\r\n")
         answered = select.select([worker.sock], [], [], ANSWER_WITHIN_S)[0]
@@ -113,7 +115,7 @@ def test_a_timer_due_on_the_other_shard_makes_it_asked(shardq_server) -> None:
     far_job = put(producer, far, 0, b"far", delay=1)
     put(producer, near, 10, b"near")
     worker = worker_of(port, far, near)
-    published(port, run_dir, worker, near)
+    published(run_dir, producer, worker, near)
     with stopped(far_pid):
         due = time.monotonic() + 1.05
         while time.monotonic() < due:  # the delay itself: what the test is about

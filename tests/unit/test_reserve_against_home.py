@@ -10,6 +10,7 @@ read from its queue and shard 1's answers are fed to `on_replies`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from test_serving_loop import conn, make_serving, sent, shut, tube_on
 from shardq.cluster.wire import Reply
 from shardq.engine.engine import NONE_BETTER, RESERVED
 from shardq.engine.job import NS, State
+from shardq.processes.common.heads import HeadTable, path_of
 from shardq.processes.serving.conn import CLOSED, Conn
 from shardq.processes.serving.loop import ServingProcess
 from shardq.processes.shard import ops
@@ -109,3 +111,19 @@ def test_a_connection_that_closes_meanwhile_gives_the_hosted_offer_back(
     assert ops.DISCONNECT in [r.op for r in sent(a, 1)]  # shard 1 gives back what it took
     a.on_replies([Reply(rid, [NONE_BETTER])])  # the late answer changes nothing
     assert home_state(a) == State.READY
+
+
+def test_a_reserve_over_both_shards_wants_the_other_shard_s_heads_however_settled(
+    hosting: ServingProcess, tmp_path: Path
+) -> None:
+    """The other shard publishes its heads only while they are wanted (heads.py): a
+    reserve marks them so even when it takes the offer protocol (nothing ready at home,
+    or requests for the hosted shard queued before it), so the next one can read them."""
+    a = hosting
+    table = HeadTable.publisher(path_of(str(tmp_path), 1))
+    assert not table.wanted(time.monotonic_ns())
+    k = conn(a, 7)
+    k.watch = [tube_on(0), tube_on(1)]
+    a.do_reserve(k, None)  # nothing ready at home: the offer protocol
+    assert sent(a, 1)[0].op == ops.RESERVE
+    assert table.wanted(time.monotonic_ns())

@@ -218,6 +218,13 @@ class PeerHeads:
         #: table may be worse than its jobs until it has
         self._doubted: dict[int, int] = {}
 
+    def _map(self, shard: int) -> HeadTable | None:
+        """The shard's table, mapped now (None: it has not made it yet)."""
+        table = HeadTable.reader(path_of(self._run_dir, shard))
+        if table is not None:
+            self._tables[shard] = table
+        return table
+
     def doubt(self, shard: int) -> None:
         self._doubted[shard] = self._doubted.get(shard, 0) + 1
 
@@ -234,6 +241,16 @@ class PeerHeads:
         if table is not None:
             table.wanted_again()
 
+    def want(self, by_shard: Iterable[int], home: int, now: int) -> None:
+        """Mark the tables of these shards but `home` wanted (HeadTable.want): a reserve
+        over them would read them, whichever way it is settled this time."""
+        tables = self._tables
+        for shard in by_shard:
+            if shard != home:
+                table = tables.get(shard) or self._map(shard)
+                if table is not None:
+                    table.want(now)
+
     def beaten(
         self, others: Iterable[tuple[int, Iterable[str]]], pri: int, seq: int, now: int
     ) -> bool:
@@ -245,10 +262,9 @@ class PeerHeads:
                 return True
             table = tables.get(shard)
             if table is None:
-                table = HeadTable.reader(path_of(self._run_dir, shard))
+                table = self._map(shard)
                 if table is None:
                     return True
-                tables[shard] = table
             if table.beats(tubes, pri, seq, now):
                 return True
         return False

@@ -70,7 +70,12 @@ def reserve_against_home(
     (or its shard holds reserves back), so the reserve may have to wait, or several other
     shards may hold a better job: the offer protocol settles it."""
     home = self.hosted_index
-    if home not in by_shard or self.outq.get(home):
+    if home not in by_shard:
+        return False
+    heads = self.peer_heads
+    if heads is not None:  # the other shards publish while their tables are wanted: now,
+        heads.want(by_shard, home, now)  # also when this reserve takes the offer protocol
+    if self.outq.get(home):
         return False
     assert self.hosted is not None
     core = self.hosted.core
@@ -79,7 +84,6 @@ def reserve_against_home(
         return False
     offered = Offer._make(offer)
     others = [(shard, t) for shard, t in by_shard.items() if shard != home]
-    heads = self.peer_heads
     if heads is not None and not heads.beaten(others, offered.pri, offered.seq, now):
         core.settle_local(conn.id, offered.job_id, True, now)  # the best there is: taken
         conn.reserved[offered.job_id] = now + offered.ttr
