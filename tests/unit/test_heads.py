@@ -112,17 +112,17 @@ def test_a_reader_looking_makes_the_table_wanted_for_a_while(tmp_path: Path) -> 
     reader = HeadTable.reader(path)
     assert reader is not None
     assert not writer.wanted(NOW), "nobody has looked yet"
-    reader.beats(["a"], 0, 0, NOW)
+    reader.want(NOW)
     assert writer.wanted(NOW) and writer.wanted(NOW + WANT_NS - 1)
     assert not writer.wanted(NOW + WANT_NS), "nobody looked since"
-    reader.beats(["a"], 0, 0, NOW + WANT_NS // 8)  # too soon to write again
+    reader.want(NOW + WANT_NS // 8)  # too soon to write again
     assert not writer.wanted(NOW + WANT_NS)
-    reader.beats(["a"], 0, 0, NOW + WANT_NS // 2)
+    reader.want(NOW + WANT_NS // 2)
     assert writer.wanted(NOW + WANT_NS)
     HeadTable.publisher(path)  # the writer restarted: zeroed, the reader's note included
     assert not writer.wanted(NOW)
     reader.wanted_again()  # (PeerHeads.forget, when the reader sees the restart)
-    reader.beats(["a"], 0, 0, NOW + WANT_NS // 2)
+    reader.want(NOW + WANT_NS // 2)
     assert writer.wanted(NOW + WANT_NS)
 
 
@@ -136,7 +136,8 @@ def test_a_shard_publishes_only_while_its_table_is_wanted(tmp_path: Path) -> Non
     core.commit()
     assert core.engine.heads_touched is None, "nobody reads: no changes noted"
     now = time.monotonic_ns()
-    assert reader.beats(["a"], 9, 9, now), "not valid: it cannot say"  # and now wanted
+    reader.want(now)  # as a reserve over both shards does first
+    assert reader.beats(["a"], 9, 9, now), "not valid: it cannot say"
     assert reader.beats(["a"], 9, 9, now)  # not published before the shard's next turn
     core.commit()
     assert reader.beats(["a"], 9, 9, now), "a's job (5, 1) published: it comes first"

@@ -130,7 +130,7 @@ class HeadTable:
 
     def wanted(self, now: int) -> bool:
         """The writer's: has a reader looked at the table within WANT_NS of `now`?"""
-        return bool(_WANTED.unpack_from(self._map, WANTED_AT)[0] > now)
+        return _WANTED.unpack_from(self._map, WANTED_AT)[0] > now
 
     def set_due(self, due: int | None) -> None:
         """When the shard's next timer is due (None: it has none)."""
@@ -190,10 +190,9 @@ class HeadTable:
 
     def beats(self, names: Iterable[str], pri: int, seq: int, now: int) -> bool:
         """May this shard hold a job of these tubes that comes before (pri, seq)? True
-        also when the table cannot say (not valid, or a timer of the shard is due). It
-        marks the table wanted (`want`), so a writer that had stopped publishing starts
-        again."""
-        self.want(now)
+        also when the table cannot say (not valid, or a timer of the shard is due). A
+        reader marks the table wanted (`want`) before it asks this, so that a writer that
+        had stopped publishing starts again."""
         valid, due = self._read(0, _HEADER)
         if not valid or due <= now:
             return True
@@ -218,7 +217,7 @@ class PeerHeads:
         #: table may be worse than its jobs until it has
         self._doubted: dict[int, int] = {}
 
-    def _map(self, shard: int) -> HeadTable | None:
+    def _open(self, shard: int) -> HeadTable | None:
         """The shard's table, mapped now (None: it has not made it yet)."""
         table = HeadTable.reader(path_of(self._run_dir, shard))
         if table is not None:
@@ -247,7 +246,7 @@ class PeerHeads:
         tables = self._tables
         for shard in by_shard:
             if shard != home:
-                table = tables.get(shard) or self._map(shard)
+                table = tables.get(shard) or self._open(shard)
                 if table is not None:
                     table.want(now)
 
@@ -255,14 +254,15 @@ class PeerHeads:
         self, others: Iterable[tuple[int, Iterable[str]]], pri: int, seq: int, now: int
     ) -> bool:
         """May one of these shards hold a job of its tubes that comes before (pri, seq)?
-        (True also when one cannot say: no table yet, not valid, a timer due.)"""
+        (True also when one cannot say: no table yet, not valid, a timer due.) The caller
+        has marked their tables wanted (`want`): a reserve does, however it is settled."""
         tables, doubted = self._tables, self._doubted
         for shard, tubes in others:
             if doubted and shard in doubted:
                 return True
             table = tables.get(shard)
             if table is None:
-                table = self._map(shard)
+                table = self._open(shard)
                 if table is None:
                     return True
             if table.beats(tubes, pri, seq, now):

@@ -240,18 +240,17 @@ class ShardCore(Direct):
                 heads.set_valid(False)  # before any reply of this turn leaves
                 engine.heads_touched = None
             return
-        if not heads.valid:  # wanted again (or for the first time): every tube, then valid
-            heads.publish(list(engine.tubes), engine.ready_head)
-            heads.set_due(engine.next_due())
-            heads.set_valid(True)
-            engine.heads_touched = set()
-            return
-        touched = engine.heads_touched
+        fresh = not heads.valid  # wanted again (or for the first time): every tube
+        touched = list(engine.tubes) if fresh else engine.heads_touched
         assert touched is not None
         if touched:
             heads.publish(touched, engine.ready_head)
-            touched.clear()
         heads.set_due(engine.next_due())
+        if fresh:
+            heads.set_valid(True)  # only now that every tube is there
+            engine.heads_touched = set()
+        else:
+            touched.clear()
 
     def publish_to(self, heads: HeadTable) -> None:
         """Publish this shard's heads in `heads` from now on, while they are read."""
