@@ -1,6 +1,6 @@
 """The serving process's own cost per command, in one process with no load tool beside it.
 
-A real `ServingProcess` hosting a real shard (its ZeroMQ sockets bound in a temp run dir, no
+A real `ServingProcess` hosting a real shard (its links bound in a temp run dir, no
 other process: ids come from one large block given to it up front) serves C client
 connections made with socketpair(). Each round every client sends its next command of a
 put / reserve-with-timeout 0 / delete cycle (a third of them at each step, so a turn

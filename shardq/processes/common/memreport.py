@@ -7,7 +7,7 @@ them apart, for the churn test (tests/integration/test_churn.py) or an operator:
 * ``blocks``: Python's allocated blocks after a full collection (`sys.getallocatedblocks`),
   i.e. the objects alive;
 * ``malloc_in_use``: bytes glibc's malloc has handed out and not got back (`mallinfo2`:
-  ``uordblks + hblkhd``), what C code (ZeroMQ, msgpack, large Python objects) holds;
+  ``uordblks + hblkhd``), what C code (msgpack, large Python objects) holds;
 * ``malloc_held``: bytes malloc holds from the kernel (``arena + hblkhd``), in use or free;
 * ``rss``: resident bytes (/proc/self/statm).
 

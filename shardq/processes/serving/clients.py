@@ -27,7 +27,7 @@ RECV_BYTES = 256 * 1024
 ACCEPT_ALL = 1 << 30  #: one serving process: take every waiting connection at once
 ACCEPT_SHARE = 2  #: several: at most this many per turn (see accept)
 ACCEPT_PAUSE_S = 0.1  #: out of file descriptors: how long accept() is not tried again
-FD_RESERVE = 64  #: descriptors never given to clients (ZeroMQ, the log, handoffs)
+FD_RESERVE = 64  #: descriptors never given to clients (links, the log, handoffs)
 #: A connection whose unparsed input passes this (or one largest put, if more) is not
 #: read from until its commands have consumed it: as beanstalkd, which stops reading.
 INPUT_BYTES = 1 << 20
