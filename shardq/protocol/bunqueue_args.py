@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii  # (what JSONEncoder.encode does for a str)
 from typing import Any
 
-from shardq.protocol.bunqueue import safe
+from shardq.protocol.bunqueue import INT_MAX, INT_MIN, safe
 
 DEFAULT_NAME = "default"
 MAX_NAME = 256
@@ -107,14 +108,45 @@ def json_body(value: Any) -> bytes:
     return JSON.encode(value).encode()
 
 
+class NotJson(Exception):
+    """Data that JSON cannot hold (`json_data`)."""
+
+
+def json_data(value: Any) -> Any:
+    """`safe(value)` for what `json_ready` accepts, in one walk; NotJson for the rest. The
+    exact types first (all that MessagePack decodes to), then their subclasses."""
+    kind = type(value)
+    if kind is str or kind is float or kind is bool or value is None:
+        return value
+    if kind is int:
+        return value if INT_MIN <= value <= INT_MAX else float(value)
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotJson
+            out[key] = json_data(item)
+        return out
+    if kind is list:
+        return [json_data(item) for item in value]
+    if isinstance(value, str | bool | int | float | list) or (
+        isinstance(value, dict) and all(isinstance(key, str) for key in value)
+    ):
+        if not json_ready(value):
+            raise NotJson
+        return safe(value)
+    raise NotJson
+
+
 def data_of(value: Any) -> tuple[Any, bytes]:
     """The job's data (integers past 32 bits as floats) and its JSON body, checked (once
     encoded: the size is of that compact JSON, as bunqueue's ``JSON.stringify``)."""
     if type(value) is str and len(value) <= MAX_DATA // 6 - 2:  # (no check can refuse it)
-        return value, JSON.encode(value).encode()
-    if not json_ready(value):
-        raise BadRequest("Job data must be JSON serializable")
-    value = safe(value)
+        return value, encode_basestring_ascii(value).encode()
+    try:
+        value = json_data(value)
+    except NotJson:
+        raise BadRequest("Job data must be JSON serializable") from None
     body = json_body(value)
     if len(body) > MAX_DATA:
         raise BadRequest("Job data too large (max 10MB)")
@@ -185,6 +217,14 @@ PLAIN = frozenset({"name", "data", "queue"})
 
 def job_spec(job: dict[str, Any], custom_key: str) -> JobSpec:
     """A PUSH's fields (`custom_key` "jobId"), or one job of a PUSHB ("customId")."""
+    data = job.get("data")
+    if (
+        type(data) is str
+        and len(data) <= MAX_DATA // 6 - 2
+        and job.get("name") is None
+        and job.keys() <= PLAIN
+    ):  # the plainest push, as the lines below would take it, without their calls
+        return JobSpec(DEFAULT_NAME, data, body=encode_basestring_ascii(data).encode())
     name, data = name_and_data(job)
     data, body = data_of(data)
     if job.keys() <= PLAIN:

@@ -4,6 +4,7 @@ in a reply, and a pushed job's options with bunqueue's errors."""
 
 from __future__ import annotations
 
+import json
 import struct
 
 import msgpack
@@ -119,3 +120,54 @@ def test_queue_names_are_bunqueues_and_map_to_tubes() -> None:
         with pytest.raises(a.BadRequest) as e:
             a.queue(args)
         assert str(e.value) == error
+
+
+class Label(str):
+    pass
+
+
+class Count(int):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "text",
+        1.5,
+        True,
+        None,
+        7,
+        1 << 40,
+        -(1 << 40),
+        {"a": [1, {"b": 1 << 33}], "c": None},
+        [1, "x", [2.5, False]],
+        Label("sub"),
+        Count(5),
+        {"k": Label("v"), "n": Count(1 << 35)},
+        {1: "int key"},
+        (1, 2),
+        [b"bytes"],
+        {"a": {2: "deep int key"}},
+        {Label("k"): 1},
+    ],
+)
+def test_json_data_is_json_ready_then_safe(value: object) -> None:
+    """One walk gives what the two did: the same data, or the same refusal."""
+    if a.json_ready(value):
+        assert a.json_data(value) == b.safe(value)
+        assert type(a.json_data(value)) is type(b.safe(value))
+    else:
+        with pytest.raises(a.NotJson):
+            a.json_data(value)
+
+
+def test_plain_push_takes_the_same_spec_as_the_full_check() -> None:
+    """The fast path of job_spec gives what the option-by-option path gives."""
+    job = {"data": "x" * 100}
+    fast = a.job_spec(job, "customId")
+    name, data = a.name_and_data(job)
+    data, body = a.data_of(data)
+    assert fast == a.JobSpec(name, data, body=body)
+    assert fast.body == json.dumps("x" * 100).encode()
+    assert a.job_spec({"data": "é\u2028"}, "customId").body == json.dumps("é\u2028").encode()
