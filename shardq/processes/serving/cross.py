@@ -86,7 +86,7 @@ def reserve_against_home(
     others = [(shard, t) for shard, t in by_shard.items() if shard != home]
     if heads is not None and not heads.beaten(others, offered.pri, offered.seq, now):
         core.settle_local(conn.id, offered.job_id, True, now)  # the best there is: taken
-        conn.reserved[offered.job_id] = now + offered.ttr
+        conn.hold(offered.job_id, now + offered.ttr)
         self.reply(conn, offered.reply)
         return True
     if len(others) > 1:
@@ -108,7 +108,7 @@ def on_better(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> None:
     taken = len(payload) != len(Reserved._fields)
     self.hosted.core.settle_local(conn.id, offer.job_id, taken, now)
     if taken:
-        conn.reserved[offer.job_id] = now + offer.ttr  # TTR starts now
+        conn.hold(offer.job_id, now + offer.ttr)  # TTR starts now
         self.reply(conn, offer.reply)
     else:
         self.on_reserved(conn, payload)  # the other shard's job, reserved there
@@ -152,7 +152,7 @@ def on_reserved(self: ServingProcess, conn: Conn, payload: Sequence[Any]) -> Non
     conn.waiting = None
     if len(payload) == len(Reserved._fields):
         _kind, reply, job_id, deadline = payload  # the fields of `Reserved`
-        conn.reserved[job_id] = deadline
+        conn.hold(job_id, deadline)
         self.reply(conn, reply)
     elif len(payload) == len(Final._fields):
         self.reply(conn, Final._make(payload).reply)
@@ -192,7 +192,7 @@ def settle_cross(self: ServingProcess, cross: CrossReserve) -> None:
         best_rid, best = min(cross.offers, key=offer_order)
         cross.offers.remove((best_rid, best))
         self.request(cross.rids[best_rid], ops.ACCEPT, cross.conn, JobArg(best.job_id), None)
-        cross.conn.reserved[best.job_id] = time.monotonic_ns() + best.ttr  # TTR starts now
+        cross.conn.hold(best.job_id, time.monotonic_ns() + best.ttr)  # TTR starts now
         self.finish_cross(cross, best.reply)
         return
     now = time.monotonic_ns()

@@ -123,7 +123,7 @@ def put_stamp(self: ServingProcess) -> int:
 def forget(self: ServingProcess, job_id: int) -> Done:
     def done(conn: Conn, payload: Sequence[Any]) -> None:
         (reply,) = payload  # wire.Answer
-        conn.reserved.pop(job_id, None)
+        conn.let_go(job_id)
         self.reply(conn, reply)
 
     return done
@@ -147,7 +147,7 @@ def on_touched(self: ServingProcess, job_id: int) -> Done:
     def done(conn: Conn, payload: Sequence[Any]) -> None:
         touched = Touched._make(payload)
         if touched.deadline:
-            conn.reserved[job_id] = touched.deadline
+            conn.hold(job_id, touched.deadline)
         self.reply(conn, touched.reply)
 
     return done

@@ -143,7 +143,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     break
                 if len(payload) == RESERVED_FIELDS:
                     _kind, reply, job_id, deadline = payload  # engine.Reserved
-                    conn.reserved[job_id] = deadline
+                    conn.hold(job_id, deadline)
                 else:
                     _kind, reply = payload  # engine.Final
                 out += reply
@@ -159,7 +159,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 stats["cmd-delete"] += 1
                 out += core.delete_local(conn.id, job_id, now)
                 if conn.reserved:
-                    conn.reserved.pop(job_id, None)
+                    conn.let_go(job_id)
                 pos = nl + 2
             else:
                 break
