@@ -86,12 +86,15 @@ def refused(reply: Reply) -> a.BadRequest:
     return a.BadRequest(" ".join(w.decode(errors="replace") for w in reply.words).lower())
 
 
-def reserve_more(s: Session, n: int) -> Result:
-    """Up to `n` more ready jobs of the watched tube, without waiting."""
+def reserve_more(s: Session, n: int, before: tuple[bytes, ...] = ()) -> Result:
+    """Up to `n` more ready jobs of the watched tube, without waiting. `before`: lines sent
+    ahead of the first reserves in the same round trip (their answers are not looked at)."""
     got: list[Reply] = []
     while len(got) < n:
         ask = min(MORE_AT_ONCE, n - len(got))
-        replies = yield Send((line("reserve-with-timeout", 0),) * ask)
+        replies = yield Send((*before, *(line("reserve-with-timeout", 0),) * ask))
+        if before:
+            replies, before = replies[len(before) :], ()
         ready = [r for r in replies if r.name == b"RESERVED"]
         got += ready
         if len(ready) < ask:
@@ -233,9 +236,9 @@ def quick_pulls(front: Frontend, s: Session, reqs: list[b.Request]) -> Task:
     got: dict[int, list[BqJob]] = {id(p): [] for p in pulls}
     if pulls and pulls[0].queue not in front.registry.paused:
         done, deletes = deletes_ahead(front, s)
-        yield Send((*deletes, *watch_lines(s, (a.tube_of(pulls[0].queue),))))
+        ahead = (*deletes, *watch_lines(s, (a.tube_of(pulls[0].queue),)))
+        reserved = yield from reserve_more(s, sum(p.count for p in pulls), ahead)  # one trip
         front.registry.deleted(done)
-        reserved = yield from reserve_more(s, sum(p.count for p in pulls))
         reserved = yield from unexpired(front, s, reserved)
         if pulls[0].queue in front.registry.lifo:
             reserved = yield from lifo_first(front, s, pulls[0].queue, reserved)

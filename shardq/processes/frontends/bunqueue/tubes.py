@@ -130,7 +130,9 @@ def take(
     jobs: list[int] = []
     for reply, (owner, lock_ttl) in zip(replies, leases, strict=True):
         job, body = reply.number(), reply.body or b""
-        ident = yield from known_job(front, job)
+        ident = front.registry.by_job.get(job)  # (known: no generator for `known_job`)
+        if ident is None:
+            ident = yield from known_job(front, job)
         jobs.append(job)
         pulled.append(None)
         if job in front.retired:  # cancelled or drained while this pull was under way
