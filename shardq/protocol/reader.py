@@ -40,34 +40,42 @@ class Reply(Record):
 
 
 class ReplyReader:
+    """The replies not read yet and how far they are read: a reply taken moves the offset,
+    and what was read is dropped once a feed (not once a reply, which moved the rest of a
+    batch's 50 each time)."""
+
     def __init__(self) -> None:
         self.buf = bytearray()
+        self.pos = 0
 
     @property
     def buffered(self) -> int:
-        return len(self.buf)
+        return len(self.buf) - self.pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self.pos:
+            del self.buf[: self.pos]
+            self.pos = 0
         self.buf += data
 
     def next_reply(self) -> Reply | None:
-        end = self.buf.find(b"\r\n")
+        buf, pos = self.buf, self.pos
+        end = buf.find(b"\r\n", pos)
         if end < 0:
-            if len(self.buf) > MAX_REPLY_LINE:
+            if len(buf) - pos > MAX_REPLY_LINE:
                 raise ReplyError(f"reply line longer than {MAX_REPLY_LINE} bytes")
             return None
-        words = bytes(self.buf[:end]).split(b" ")
+        words = bytes(buf[pos:end]).split(b" ")
         where = _BODY_SIZE.get(words[0])
         if where is None:
-            del self.buf[: end + 2]
+            self.pos = end + 2
             return Reply(words)
         try:
             size = int(words[where])
         except (IndexError, ValueError):
-            raise ReplyError(f"bad reply line {bytes(self.buf[:end])!r}") from None
-        total = end + 2 + size + 2
-        if len(self.buf) < total:
+            raise ReplyError(f"bad reply line {bytes(buf[pos:end])!r}") from None
+        start = end + 2
+        if len(buf) < start + size + 2:
             return None
-        body = bytes(self.buf[end + 2 : end + 2 + size])
-        del self.buf[:total]
-        return Reply(words, body)
+        self.pos = start + size + 2
+        return Reply(words, bytes(buf[start : start + size]))

@@ -174,3 +174,24 @@ def test_the_beanstalk_reply_reader() -> None:
     reader.feed(b"x" * 600)
     with pytest.raises(ReplyError):
         reader.next_reply()
+
+
+def test_the_reply_reader_across_feeds() -> None:
+    """Replies split anywhere over many feeds, bodies of many pieces: each read once, in
+    order, and what was read dropped at the next feed."""
+    replies = [b"INSERTED %d\r\n" % i for i in range(300)]
+    replies += [b"RESERVED 9 %d\r\n%s\r\n" % (n, b"b" * n) for n in (0, 1, 70_000)]
+    stream = b"".join(replies)
+    reader = ReplyReader()
+    got = []
+    for at in range(0, len(stream), 997):
+        reader.feed(stream[at : at + 997])
+        while (reply := reader.next_reply()) is not None:
+            got.append(reply)
+        assert reader.buffered < 997 + 70_020
+    assert [r.words[0] for r in got] == [b"INSERTED"] * 300 + [b"RESERVED"] * 3
+    assert [r.number() for r in got[:300]] == list(range(300))
+    assert [len(r.body or b"") for r in got[300:]] == [0, 1, 70_000]
+    assert reader.buffered == 0
+    reader.feed(b"")
+    assert len(reader.buf) == 0  # what was read is gone
