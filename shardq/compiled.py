@@ -32,6 +32,7 @@ COMPILED = (
     "shardq.protocol.lines",
     "shardq.protocol.parser",
     "shardq.protocol.replies",
+    "shardq.cluster.routing",
     "shardq.cluster.wire",
     "shardq.processes.common.heads",
     "shardq.processes.common.links",
