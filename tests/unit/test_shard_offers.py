@@ -91,7 +91,7 @@ def test_an_offer_made_in_the_batch_that_cancels_it_still_reaches_the_reserver(
     offer = answers[1]
     assert offer[3] == 5 and offer[-1] == READER
     # the reserver was gone: it declines, and the job is anyone's again
-    peer.exchange(req(ops.DECLINE, 0, READER, 5))
+    peer.exchange(req(ops.DECLINE, 0, READER, 5, False))
     again = peer.req(ops.RESERVE, WRITER, ["t"], None, None, False)
     (reply,) = peer.exchange(again)
     assert reply[2] == b"RESERVED 5 1\r\nx\r\n"

@@ -14,8 +14,11 @@ holding the better of both, a job handed out this turn), never worse than a job 
 could know to be there. A put is published before its INSERTED leaves; a job that comes
 back to ready by a timer (a delay, a TTR, a pause) may not be published yet, so the file
 also says when the shard's next timer is due, and a reader whose clock has passed it asks
-the shard. A reader that sees a better head, a file not yet valid (a shard starting, or
-restarted and publishing again) or no file asks the shard, as before.
+the shard. A serving process that gives jobs back to a shard (a closed connection's, an
+offer it declines) doubts the shard's file until the shard has answered: reserves ask it
+meanwhile (serving/cross.py, `doubt_heads`). A reader that sees a better head, a file not
+yet valid (a shard starting, or restarted and publishing again) or no file asks the shard,
+as before.
 
 The file: a header (version, valid, next due, in ns of the monotonic clock every process
 shares) and SLOTS slots (version, present, priority, put order), a tube in slot

@@ -16,7 +16,13 @@ from shardq.engine.job import NS
 from shardq.engine.reserve import Final, Offer, Reserved
 from shardq.processes.serving.conn import CLOSED, Conn, CrossReserve
 from shardq.processes.shard import ops
-from shardq.processes.shard.ops import BetterArgs, DisconnectArgs, JobArg, ReserveArgs
+from shardq.processes.shard.ops import (
+    BetterArgs,
+    DeclineArgs,
+    DisconnectArgs,
+    JobArg,
+    ReserveArgs,
+)
 from shardq.protocol import proto
 
 if TYPE_CHECKING:
@@ -168,7 +174,7 @@ def on_cross(self: ServingProcess, rid: int, cross: CrossReserve, payload: Seque
     if kind == OFFER:
         offer = Offer._make(payload)
         if cross.done:
-            self.request(cross.rids[rid], ops.DECLINE, cross.conn, JobArg(offer.job_id), None)
+            self.decline(cross.rids[rid], cross.conn, offer.job_id)
         else:
             cross.offers.append((rid, offer))
     if kind in (OFFER, WAITING):
@@ -210,7 +216,7 @@ def finish_cross(self: ServingProcess, cross: CrossReserve, reply: bytes | None)
     if not cross.done:
         cross.done = True
         for rid, offer in cross.offers:  # collected, never settled: each goes back
-            self.request(cross.rids[rid], ops.DECLINE, cross.conn, JobArg(offer.job_id), None)
+            self.decline(cross.rids[rid], cross.conn, offer.job_id)
         cross.offers.clear()
         for rid in cross.live:
             if rid in self.cross:
@@ -218,6 +224,18 @@ def finish_cross(self: ServingProcess, cross: CrossReserve, reply: bytes | None)
     cross.answer = reply
     if not cross.live or reply is None or cross.conn.phase is CLOSED:
         self.end_cross(cross)
+
+
+def decline(self: ServingProcess, shard: int, conn: Conn, job_id: int) -> None:
+    """Give back a job `shard` offered to `conn`. Until the shard has taken it back, its
+    published heads do not show the job (an offered job is not ready), though the client
+    may know it is there (it was offered for a reserve this one settled with a better
+    job): reserves here ask the shard until it answers (`doubt_heads`)."""
+    if self.peer_heads is None or shard == self.hosted_index:
+        self.request(shard, ops.DECLINE, conn, DeclineArgs(job_id, False), None)
+    else:
+        rid = self.request(shard, ops.DECLINE, conn, DeclineArgs(job_id, True), None)
+        self.doubt_heads(shard, rid)
 
 
 def end_cross(self: ServingProcess, cross: CrossReserve) -> None:

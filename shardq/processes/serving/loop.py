@@ -82,6 +82,7 @@ class ServingProcess(ServingState):
     reserve_at_eof = cross.reserve_at_eof
     disconnect = cross.disconnect
     doubt_heads = cross.doubt_heads
+    decline = cross.decline
     reply = clients.reply
     flush_output = clients.flush_output
     finish = clients.finish

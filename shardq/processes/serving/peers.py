@@ -20,7 +20,13 @@ from shardq.processes.serving import handoff
 from shardq.processes.serving.clients import PRIVATE
 from shardq.processes.serving.conn import CLOSED, COORDINATOR, IDLE, Conn, Done
 from shardq.processes.shard import ops
-from shardq.processes.shard.ops import NO_REPLY, PIPELINED, BuryArgs, DeleteArgs, JobArg
+from shardq.processes.shard.ops import (
+    NO_REPLY,
+    PIPELINED,
+    BuryArgs,
+    DeclineArgs,
+    DeleteArgs,
+)
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
@@ -248,5 +254,5 @@ def decline_stray(self: ServingProcess, offer: Offer) -> None:
     offered to a connection that is not waiting for it."""
     shard = self.ids.job_shard(offer.job_id)
     if offer.kind == OFFER and shard is not None:
-        decline = Request(ops.DECLINE, 0, offer.conn, JobArg(offer.job_id))
+        decline = Request(ops.DECLINE, 0, offer.conn, DeclineArgs(offer.job_id, False))
         self.outq.setdefault(shard, []).append(decline)

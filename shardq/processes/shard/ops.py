@@ -115,11 +115,18 @@ def op_accept(e: Engine, conn: int, a: JobArg, now: int) -> None:
 ACCEPT = declare(4, "ACCEPT", JobArg, op_accept, replies=False)
 
 
-def op_decline(e: Engine, conn: int, a: JobArg, now: int) -> None:
+class DeclineArgs(NamedTuple):
+    job_id: int
+    answer: bool  #: answered [] once the job is ready (the sender doubts our heads until)
+
+
+def op_decline(e: Engine, conn: int, a: DeclineArgs, now: int) -> Payload | None:
+    """No reply, but with `answer`: [] once the job is back in its place."""
     e.decline(conn, a.job_id, now)
+    return [] if a.answer else None
 
 
-DECLINE = declare(5, "DECLINE", JobArg, op_decline, replies=False)
+DECLINE = declare(5, "DECLINE", DeclineArgs, op_decline, replies=False)
 
 
 def op_reserve_job(e: Engine, conn: int, a: JobArg, now: int) -> Payload:
