@@ -288,3 +288,38 @@ def test_reply_lost_in_shard_crash_is_still_right(
     where = "gone" if state == b"NOT_FOUND" else c.last_body.decode().split("state: ")[1][:6]
     assert reply == expect, f"{op} answered {reply!r}; the job is now {where}"
     c.close()
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill-whole-server"])
+def test_compaction_in_a_child_keeps_every_job_across_a_stop(
+    shardq_server, tmp_path: Path, how: str
+) -> None:
+    """The smallest segments (`-s 1`: two HEADROOMs), a backlog and churn: the shard compacts
+    its log many times, each time in a forked child while it goes on taking commands
+    (storage/wal.py, `start_compaction`). Then the server stops, at whatever point of a
+    compaction that is; restarted, it has the backlog, and no deleted job came back."""
+    log = tmp_path / "wal"
+    srv = shardq_server(1, (*wal_args(log), "-s", "1"))
+    c = Client(srv.port)
+    body = b"b" * 1000
+    backlog = [put(c, b"default", b"%06d" % n + body) for n in range(200)]  # ≈ 200 KB live
+    deleted = []
+    for _ in range(1500):  # ≈ 1.5 MB of churn: several compactions
+        job_id = put(c, b"default", body, pri=1)
+        assert c.cmd(b"delete %d" % job_id) == b"DELETED"
+        deleted.append(job_id)
+    st = c.stats()
+    assert int(st["binlog-oldest-index"]) > 1, st  # older segments were dropped
+    assert int(st["binlog-records-migrated"]) >= len(backlog), st
+    {"sigterm": graceful, "sigkill-whole-server": kill_whole}[how](srv)
+    c.close()
+    srv2 = shardq_server(1, (*wal_args(log), "-s", "1"))
+    c = Client(srv2.port)
+    assert int(c.stats()["current-jobs-ready"]) == len(backlog)
+    for n, job_id in enumerate(backlog[:: len(backlog) // 10]):
+        assert c.cmd(b"peek %d" % job_id).startswith(b"FOUND %d " % job_id)
+        assert c.last_body == b"%06d" % (n * (len(backlog) // 10)) + body
+    for job_id in deleted[-20:]:
+        assert c.cmd(b"peek %d" % job_id) == b"NOT_FOUND"
+    assert not list(log.rglob("*.new"))  # no cut-short snapshot is left
+    c.close()

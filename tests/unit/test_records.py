@@ -22,7 +22,7 @@ from shardq.engine.records import (
     StateRecord,
     new,
 )
-from shardq.storage.wal import HEADER, decode_segment, encode
+from shardq.storage.segment_format import HEADER, decode_segment, encode
 
 T0 = 1_000 * NS
 WALL = 1_700_000_000 * NS  #: wall clock minus monotonic clock

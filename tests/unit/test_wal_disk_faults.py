@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from wal_helpers import J, make_wal, replay_all, segment_files
 
-from shardq.storage.wal import GROW_BYTES, HEADER, HEADROOM, REC_HEAD, Wal
+from shardq.storage.segment_format import HEADER, REC_HEAD
+from shardq.storage.wal import GROW_BYTES, HEADROOM, Wal
 
 
 class Disk:

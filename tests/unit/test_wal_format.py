@@ -8,8 +8,8 @@ from __future__ import annotations
 from wal_helpers import J
 
 from shardq.engine.job import State
-from shardq.storage import wal as walmod
-from shardq.storage.wal import HEADER, REC_HEAD, decode_segment, encode
+from shardq.storage import segment_format as walmod
+from shardq.storage.segment_format import HEADER, REC_HEAD, decode_segment, encode
 
 
 def test_encode_decode_round_trip() -> None:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from wal_helpers import SEG, J, make_wal, replay_all, segment_files
 
-from shardq.storage import wal as walmod
-from shardq.storage.wal import HEADER, REC_HEAD, encode
+from shardq.storage import segment_format as walmod
+from shardq.storage.segment_format import HEADER, REC_HEAD, encode
 
 
 def test_replay_across_segments_in_order(tmp_path: Path) -> None:

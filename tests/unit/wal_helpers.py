@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from shardq.engine.job import NS, State
-from shardq.storage.wal import HEADER, HEADROOM, Wal
+from shardq.storage.segment_format import HEADER
+from shardq.storage.wal import HEADROOM, Wal
 
 T0 = 1_000 * NS  #: the fake monotonic clock's start
 WALL0 = 1_700_000_000 * NS  #: wall clock minus monotonic clock in the first "process"

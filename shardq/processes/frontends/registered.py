@@ -11,7 +11,6 @@ unix ms), how it is written whole (`snapshot`), and what its janitor does (`jani
 from __future__ import annotations
 
 import itertools
-import logging
 import signal
 import time
 from collections.abc import Callable
@@ -23,8 +22,6 @@ from shardq.processes.frontends.beanstalk import Result
 from shardq.processes.frontends.loop import FrontendLoop
 from shardq.processes.frontends.session import Send, Session, Sleep, Task
 from shardq.storage.journal import Journal
-
-log = logging.getLogger(__name__)
 
 
 class JobRegistry(Protocol):
@@ -83,11 +80,8 @@ class RegisteredLoop(FrontendLoop):
             self.book.sync_now()
 
     def housekeeping(self) -> None:
-        if self.book is not None and self.book.wants_rewrite(self.registry.bytes):
-            try:
-                self.book.rewrite(self.snapshot())
-            except OSError as e:
-                log.error("%s journal: cannot rewrite: %s", self.NAME, e)
+        if self.book is not None:
+            self.book.tend(self.registry.bytes, self.snapshot)  # rewritten in a child
         due = self.registry.next_due()
         if due is None or due > self.now_ms():
             return

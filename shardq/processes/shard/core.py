@@ -267,11 +267,14 @@ class ShardCore(Direct):
             records.clear()
             self.engine.log_stats = wal.stats()
         wal.maybe_sync(time.monotonic())  # at once with fsync 0; else when its time is due
-        if wal.needs_compaction(self.engine.live_bytes):
-            try:
-                wal.compact(self.engine.snapshot())
-            except (OSError, MemoryError) as e:
-                log.error("shard %d: compaction failed: %s", self.index, e)
+        try:
+            if wal.compacting is not None:
+                if wal.poll_compaction() is False:
+                    log.error("shard %d: compaction failed (no room?); tried again", self.index)
+            elif wal.needs_compaction(self.engine.live_bytes):
+                wal.start_compaction(self.engine.snapshot, len(self.engine.jobs))
+        except (OSError, MemoryError) as e:
+            log.error("shard %d: compaction failed: %s", self.index, e)
 
     def next_wakeup(self) -> int | None:
         """Monotonic ns of the next timer: the engine's, or the log's next sync."""

@@ -65,10 +65,13 @@ class ExpiryBook:
             return
         try:
             self.book.append(record)
-            if self.book.wants_rewrite(LIVE_ENTRY_BYTES * len(self.at)):
-                self.book.rewrite(self.live())
         except OSError as e:
             log.error("kestrel journal: %s", e)
+
+    def tend(self) -> None:
+        """Each turn: the journal rewritten (in a child) when mostly garbage."""
+        if self.book is not None:
+            self.book.tend(LIVE_ENTRY_BYTES * len(self.at), self.live)
 
     def __len__(self) -> int:
         return len(self.at)

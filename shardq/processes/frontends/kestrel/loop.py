@@ -107,7 +107,8 @@ class Frontend(FrontendLoop):
 
     def housekeeping(self) -> None:
         """The janitor: delete jobs past their expiry, a batch at a time, on a connection
-        of its own."""
+        of its own; and the journal's rewrite."""
+        self.expiry.tend()
         due = self.expiry.next_due()
         if due is None or due > commands.now_ms():
             return
