@@ -19,7 +19,7 @@ from pathlib import Path
 import crash_test
 import pytest
 from crash_load import Client
-from helpers import LAYOUTS, Layout, killed_at_fsync, wal_args
+from helpers import LAYOUTS, Layout, killed_at_fsync, poll_for, wal_args
 
 from shardq.bench.procs import kill_group, wait_group_gone
 
@@ -308,8 +308,10 @@ def test_compaction_in_a_child_keeps_every_job_across_a_stop(
         job_id = put(c, b"default", body, pri=1)
         assert c.cmd(b"delete %d" % job_id) == b"DELETED"
         deleted.append(job_id)
+    # a compaction's child may still be writing (at nice 10, on a busy machine): each
+    # command is a turn of the shard, which then finds it done
+    poll_for(lambda: int(c.stats()["binlog-oldest-index"]) > 1, 10)  # older segments gone
     st = c.stats()
-    assert int(st["binlog-oldest-index"]) > 1, st  # older segments were dropped
     assert int(st["binlog-records-migrated"]) >= len(backlog), st
     {"sigterm": graceful, "sigkill-whole-server": kill_whole}[how](srv)
     c.close()

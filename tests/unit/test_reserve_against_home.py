@@ -166,3 +166,35 @@ def test_a_shard_whose_offer_was_declined_is_asked_until_it_has_the_job_back(
     a.do_reserve(k, None)  # shard 1's table says nothing better: taken at home
     assert sent(a, 1) == []
     assert bytes(k.out) == proto.job_reply(b"RESERVED", HOME_JOB, b"home")
+
+
+def declined_by_shard_1(a: ServingProcess, k: Conn) -> int:
+    """A reserve of `k` settled by offers, shard 1's declined: the DECLINE's rid."""
+    sent(a, 0)  # (what an earlier reserve left for the hosted shard: its ACCEPT)
+    k.watch = [tube_on(0), tube_on(1)]
+    a.do_reserve(k, None)
+    (r0,), (r1,) = sent(a, 0), sent(a, 1)
+    a.on_replies([offer(r0.rid, 4, 1, 5, k.id), offer(r1.rid, 1030, 2000, 20, k.id)])
+    (decline,) = sent(a, 1)
+    assert decline.op == ops.DECLINE and decline.rid in a.pending
+    return decline.rid
+
+
+def test_a_doubted_shard_that_restarts_leaves_nothing_waiting_for_it(
+    hosting: ServingProcess,
+) -> None:
+    """The DECLINE a doubt waits on is sent again to the restarted shard (its answer ends
+    the wait), or dropped with a connection that has closed meanwhile."""
+    a = hosting
+    k = conn(a, 7)
+    rid = declined_by_shard_1(a, k)
+    a.resync(1)  # shard 1 restarted before it answered
+    assert rid in [r.rid for r in sent(a, 1) if r.op == ops.DECLINE]  # sent again
+    a.on_replies([Reply(rid, [])])
+    assert rid not in a.pending and rid not in a.inflight
+    gone = conn(a, 8)
+    rid = declined_by_shard_1(a, gone)
+    a.close(gone)
+    sent(a, 1)
+    a.resync(1)
+    assert rid not in a.pending and rid not in a.inflight

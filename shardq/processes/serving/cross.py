@@ -234,8 +234,7 @@ def decline(self: ServingProcess, shard: int, conn: Conn, job_id: int) -> None:
     if self.peer_heads is None or shard == self.hosted_index:
         self.request(shard, ops.DECLINE, conn, DeclineArgs(job_id, False), None)
     else:
-        rid = self.request(shard, ops.DECLINE, conn, DeclineArgs(job_id, True), None)
-        self.doubt_heads(shard, rid)
+        self.doubt_heads(shard, ops.DECLINE, conn, DeclineArgs(job_id, True))
 
 
 def end_cross(self: ServingProcess, cross: CrossReserve) -> None:
@@ -287,8 +286,7 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
         holding = set()
     for shard in conn.shards - holding:
         if shard in doubted:
-            rid = self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False, True), None)
-            self.doubt_heads(shard, rid)
+            self.doubt_heads(shard, ops.DISCONNECT, conn, DisconnectArgs(False, True))
         else:
             self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False, False), None)
     if not holding:
@@ -302,28 +300,35 @@ def disconnect(self: ServingProcess, conn: Conn) -> None:
             for target in holding:
                 self.request(target, ops.UNHOLD, conn, (), None)
 
+    hold = DisconnectArgs(True, False)
     for shard in holding:
-        hold = DisconnectArgs(True, False)
-        rid = self.request(shard, ops.DISCONNECT, conn, hold, None)
-        if shard in doubted:
-            self.doubt_heads(shard, rid, answered)
-        else:
-            self.pending[rid] = (None, functools.partial(answered, shard))
         # forgotten, not resent, if the shard restarts (resync: its connection is gone);
         # the other shards' holds then end by themselves (closing.HOLD_S)
-        self.inflight[rid] = (shard, Request(ops.DISCONNECT, rid, conn.id, hold))
+        if shard in doubted:
+            self.doubt_heads(shard, ops.DISCONNECT, conn, hold, answered)
+        else:
+            rid = self.request(shard, ops.DISCONNECT, conn, hold, None)
+            self.pending[rid] = (None, functools.partial(answered, shard))
+            self.inflight[rid] = (shard, Request(ops.DISCONNECT, rid, conn.id, hold))
 
 
 def doubt_heads(
     self: ServingProcess,
     shard: int,
-    rid: int,
+    op: int,
+    conn: Conn,
+    args: Sequence[Any],
     then: Callable[[int, Conn | None, Sequence[Any]], None] | None = None,
 ) -> None:
-    """The shard's published heads may be worse than its jobs until it answers `rid` (a
-    DISCONNECT that gives jobs back): reserves ask it meanwhile; its answer goes on to
-    `then`."""
+    """Send `op`, a request that gives jobs back to `shard` and is answered once it has (a
+    DISCONNECT or DECLINE with `answer`). The shard's published heads may be worse than its
+    jobs until that answer: reserves ask it meanwhile; the answer goes on to `then`. Kept
+    in flight as the requests that must be answered are: if the shard restarts, it is sent
+    again, or dropped with its closed connection (peers.resync), so no entry waits for an
+    answer that cannot come."""
     assert self.peer_heads is not None
+    rid = self.request(shard, op, conn, args, None)
+    self.inflight[rid] = (shard, Request(op, rid, conn.id, args))
     self.peer_heads.doubt(shard)
     self.pending[rid] = (None, functools.partial(trusted_then, self, shard, then))
 
