@@ -39,7 +39,8 @@ from shardq.storage.packing import pack
 HEADER = struct.Struct("<II")
 NEW = ".new"  #: the new file's name while a rewrite writes it
 COMPACT_MIN_BYTES = 16 << 20  #: appended bytes below which a journal is never rewritten
-RETRY_S = 1.0  #: after a rewrite failed, the next waits this long
+RETRY_S = 1.0  #: after a rewrite failed, the next waits this long, doubled for each
+RETRY_MAX_S = 60.0  #: failure in a row, up to this
 BATCH = 512  #: records a child writes at a time (IOV_MAX buffers at most)
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class Journal:
         self.rewriting: ForkedWrite | None = None  #: a rewrite under way, in a child
         self.tail: list[bytes] = []  #: what was appended since it began
         self.retry_at = 0.0  #: monotonic s: no rewrite before (one failed)
+        self.failures = 0  #: rewrites that failed in a row
 
     def load(self) -> list[Any]:
         """The records on disk (an empty list for a new journal)."""
@@ -131,7 +133,8 @@ class Journal:
         """Each turn: start a rewrite in a child when one is wanted (`wants_rewrite`), or
         finish the one under way once its child is done: what was appended since is
         appended to the new file, which is synced and renamed over the old. A failure is
-        logged; the file goes on as it was, and the next try waits RETRY_S."""
+        logged; the file goes on as it was, and the next try waits RETRY_S (doubled for each
+        failure in a row)."""
         try:
             if self.rewriting is None:
                 if self.wants_rewrite(live_estimate) and time.monotonic() >= self.retry_at:
@@ -157,9 +160,11 @@ class Journal:
                 os.close(fd)
                 raise
             self.appended = sum(map(len, tail))
+            self.failures = 0
         except OSError as e:
             self.stop_rewrite()
-            self.retry_at = time.monotonic() + RETRY_S
+            self.retry_at = time.monotonic() + min(RETRY_S * 2**self.failures, RETRY_MAX_S)
+            self.failures += 1
             log.error("%s: cannot rewrite: %s", self.path, e)
 
     def stop_rewrite(self) -> None:

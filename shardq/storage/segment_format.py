@@ -1,5 +1,18 @@
-"""The bytes of a shard's log segment (storage/wal.py): its header, and its records framed
-as ``b"\\xa5\\x5a" | u32 payload length | u32 crc32(payload) | payload (msgpack list)``."""
+"""The bytes of a shard's log segment (storage/wal.py): an 8-byte header (b"SQWAL" + version
+byte + 2 reserved bytes), then records:
+
+    b"\\xa5\\x5a" | u32 payload length | u32 crc32(payload) | payload (msgpack list)
+
+The payloads are the engine's records, laid out in shardq/engine/records.py: ["J", …] a
+whole job, ["S", …] a job's new state, ["D", id] a delete. Reading stops at a zero length
+(the preallocated tail). A record whose checksum fails is skipped and counted; if no valid
+record follows it, it was the torn last write of a crash and is cut off with one warning.
+
+WAL_VERSION and changing the format: (1) bump WAL_VERSION; (2) keep a reader for the
+previous version (in `decode_segment` and records.py) so an old log still replays; (3) the
+first compaction after start-up rewrites everything in the new format; (4) note it in the
+changelog.
+"""
 
 from __future__ import annotations
 

@@ -11,14 +11,8 @@ met when a put is admitted, where it is refused cleanly (OUT_OF_MEMORY), not in 
 of a write; and a shard writes into whatever space is left instead of needing a whole
 free segment.
 
-After the header come records (storage/segment_format.py):
-
-    b"\\xa5\\x5a" | u32 payload length | u32 crc32(payload) | payload (msgpack list)
-
-The payloads are the engine's records, laid out in shardq/engine/records.py: ["J", …] a
-whole job, ["S", …] a job's new state, ["D", id] a delete. Reading stops at a zero length
-(the preallocated tail). A record whose checksum fails is skipped and counted; if no valid
-record follows it, it was the torn last write of a crash and is cut off with one warning.
+After the header come records (their frames, the payloads' kinds, damage and torn tails,
+and how to change the format: storage/segment_format.py).
 
 Compaction: when the segments hold more than twice the live jobs' bytes plus one
 segment, a snapshot of every live job is written to a segment of its own, synced, and the
@@ -27,11 +21,6 @@ as it was). Disk use stays proportional to live data. The shard's compaction run
 forked child while the shard goes on (`start_compaction`, `poll_compaction`: 1,000,000 jobs
 took 6.2 s to write in process, a stall for every client); after a write or sync error
 (`rewrite`) it runs in process.
-
-WAL_VERSION and changing the format: (1) bump WAL_VERSION; (2) keep a reader for the
-previous version (in `decode_segment` and records.py) so an old log still replays; (3) the
-first compaction after start-up rewrites everything in the new format; (4) note it in the
-changelog.
 """
 
 from __future__ import annotations
@@ -52,7 +41,8 @@ logger = logging.getLogger(__name__)
 
 HEADROOM = 64 * 1024  #: room kept in each segment for deletes and state changes
 GROW_BYTES = 256 * 1024  #: a segment's preallocation grows by this much at a time
-COMPACT_RETRY_S = 1.0  #: after a compaction found no room, the next try waits this long
+COMPACT_RETRY_S = 1.0  #: after a compaction failed, the next try waits this long, doubled
+COMPACT_RETRY_MAX_S = 60.0  #: for each failure in a row (no room, a child killed) up to this
 IOV_MAX = 1024  #: buffers one pwritev takes (Linux's UIO_MAXIOV)
 NEW = ".new"  #: a segment's name while a compaction writes it
 
@@ -97,6 +87,7 @@ class Wal:
         self.admitted = 0  # bytes promised to puts of this turn, not yet appended
         self.allocated = 0  # bytes of the current segment preallocated (its file's size)
         self.compact_after = 0.0  # monotonic s: no compaction before (one found no room)
+        self.compact_failures = 0  #: in a row
         self.compacting: ForkedWrite | None = None  #: a compaction under way, in a child
         self.compacting_at = 0  #: the index its segment takes
         self.compacting_jobs = 0  #: how many jobs it writes
@@ -273,6 +264,13 @@ class Wal:
             os.close(fd)
 
     # ---------------------------------------------------------------- compaction
+    def _compaction_failed(self) -> None:
+        """No compaction for COMPACT_RETRY_S, doubled for each failure in a row: a disk that
+        stays full, or a child the kernel kills for its memory, is not tried every second."""
+        wait = min(COMPACT_RETRY_S * 2**self.compact_failures, COMPACT_RETRY_MAX_S)
+        self.compact_failures += 1
+        self.compact_after = time.monotonic() + wait
+
     def needs_compaction(self, live_bytes: int) -> bool:
         if self.compacting is not None:
             return False
@@ -299,9 +297,9 @@ class Wal:
             os.unlink(self._path(self.index))
             del self.segments[self.index]
             self.fd, self.index, self.offset, self.allocated, self.dirty = before
-            self.compact_after = time.monotonic() + COMPACT_RETRY_S
+            self._compaction_failed()
             raise
-        self.dirty, self.compact_after = False, 0.0
+        self.dirty, self.compact_after, self.compact_failures = False, 0.0, 0
         self.last_sync = time.monotonic()
         self.records_migrated += len(snapshot)
         if before[0] >= 0:
@@ -328,7 +326,7 @@ class Wal:
         except OSError:
             if self.index == kept:  # no segment was opened after it
                 self.index = kept - 1
-            self.compact_after = time.monotonic() + COMPACT_RETRY_S
+            self._compaction_failed()
             raise
         self.compacting_at, self.compacting_jobs = kept, jobs
 
@@ -342,7 +340,7 @@ class Wal:
             return None
         self.compacting = None
         if not done:
-            self.compact_after = time.monotonic() + COMPACT_RETRY_S
+            self._compaction_failed()
             return False
         kept = self.compacting_at
         path = self._path(kept)
@@ -354,6 +352,7 @@ class Wal:
             del self.segments[index]
         self._sync_dir()
         self.records_migrated += self.compacting_jobs
+        self.compact_failures = 0
         return True
 
     def stop_compaction(self) -> None:

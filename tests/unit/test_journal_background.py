@@ -86,3 +86,28 @@ def test_a_failed_rewrite_leaves_the_journal_as_it_was(
     book.tend(reg.bytes, reg.snapshot)
     assert book.rewriting is None  # the next try waits
     assert sorted(replayed(tmp_path).jobs) == ["a", "b"]
+
+
+def test_rewrites_that_fail_in_a_row_wait_longer_each_time(
+    tmp_path: Path, small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(journal.time, "monotonic", lambda: clock[0])
+    book = open_journal(str(tmp_path), sync=False)
+    reg = Registry()
+    queued(reg, fixed("a"))
+    book.rewrite(reg.snapshot())
+    garbage_until_wanted(book, reg)
+    waits = []
+    for _ in range(3):
+        book.tend(reg.bytes, failing)
+        child_done(book)
+        book.tend(reg.bytes, reg.snapshot)  # finds it failed
+        waits.append(book.retry_at - clock[0])
+        clock[0] = book.retry_at
+    assert waits == [1.0, 2.0, 4.0]
+    book.tend(reg.bytes, reg.snapshot)
+    child_done(book)
+    book.tend(reg.bytes, reg.snapshot)
+    assert book.rewriting is None and book.failures == 0
+    assert sorted(replayed(tmp_path).jobs) == ["a"]

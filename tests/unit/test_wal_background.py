@@ -151,3 +151,26 @@ def test_the_child_holds_none_of_the_parents_descriptors(tmp_path: Path, pair: A
     s.wal.start_compaction(snapshot, 0)
     child_done(s)
     assert s.wal.poll_compaction() is True
+
+
+def test_failures_in_a_row_wait_longer_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that stays full, or a child the kernel kills for its memory, is tried again
+    after 1, 2, 4... s (at most COMPACT_RETRY_MAX_S), not every second; a success resets it."""
+    clock = [1000.0]
+    monkeypatch.setattr(walmod.time, "monotonic", lambda: clock[0])
+    s = Shard(tmp_path)
+    s.put(BODY)
+    waits = []
+    for _ in range(8):
+        s.wal.start_compaction(failing_snapshot, len(s.e.jobs))
+        child_done(s)
+        assert s.wal.poll_compaction() is False
+        waits.append(s.wal.compact_after - clock[0])
+        clock[0] = s.wal.compact_after
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    s.wal.start_compaction(s.e.snapshot, len(s.e.jobs))
+    child_done(s)
+    assert s.wal.poll_compaction() is True
+    assert s.wal.compact_failures == 0
