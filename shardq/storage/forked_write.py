@@ -14,7 +14,8 @@ parent that died renames nothing).
 The child is a bare worker: it runs nothing of the process's own (its signal handlers go
 back to the defaults before a signal can reach it, its descriptors but the file are
 closed at once, so a peer of a parent that dies sees the parent's sockets close then and
-not when the child ends), runs at a lower priority than the serving processes
+not when the child ends), is killed when its parent dies (PR_SET_PDEATHSIG), is named
+``sq compaction`` in ``ps``, runs at a lower priority than the serving processes
 (`NICENESS`), and always leaves through ``os._exit``. Cost: the fork (the page tables:
 ≈ 8 ms for a process of 215 MiB), and the pages the parent changes while the child
 writes are copied (at most the parent's size again, for as long as the write takes).
@@ -32,13 +33,23 @@ from collections.abc import Callable, Iterable
 CHILD_DEFAULTS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 NICENESS = 10  #: the child yields the cores to the serving processes
 OUT_FD = 3  #: the child's file, after every other descriptor is closed
+NAME = "sq compaction"  #: the child's name (/proc/PID/comm)
+PR_SET_PDEATHSIG = 1  #: prctl option: the signal a process gets when its parent dies
 
 
-def _child(path: str, chunks: Callable[[], Iterable[list[bytes]]]) -> int:
+def _child(path: str, chunks: Callable[[], Iterable[list[bytes]]], parent: int) -> int:
     """In the child: write the file and sync it; its exit status."""
     for signum in CHILD_DEFAULTS:
         signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, CHILD_DEFAULTS)
+    import ctypes  # here: only a child needs it (every start would pay for it)
+
+    with contextlib.suppress(OSError, AttributeError):  # Linux: dies with its parent
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        return 1  # the parent died before prctl took effect
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(NAME)  # what ps and top show for it
     gc.disable()  # nothing of the parent's is collected (or finalized) here
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a file of that name another child may still write: not this one
@@ -78,11 +89,12 @@ class ForkedWrite:
         self.result: bool | None = None
         signal.pthread_sigmask(signal.SIG_BLOCK, CHILD_DEFAULTS)  # until the child's reset
         try:
+            parent = os.getpid()
             pid = os.fork()
             if pid == 0:
                 status = 1
                 try:
-                    status = _child(path, chunks)
+                    status = _child(path, chunks, parent)
                 except BaseException as e:  # said on the process's stderr, as its log is
                     with contextlib.suppress(OSError):
                         os.write(2, f"shardq: writing {path} in a child: {e!r}\n".encode())

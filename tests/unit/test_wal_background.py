@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import poll_for
 from test_wal_restore import Shard, restart
 from wal_helpers import segment_files
 
@@ -174,3 +177,41 @@ def test_failures_in_a_row_wait_longer_each_time(
     child_done(s)
     assert s.wal.poll_compaction() is True
     assert s.wal.compact_failures == 0
+
+
+PARENT = """
+import sys, time
+from shardq.storage.forked_write import ForkedWrite
+
+def chunks():
+    time.sleep(60)  # a long write: the child is still at it when its parent dies
+    return []
+
+writer = ForkedWrite(sys.argv[1], chunks)
+print(writer.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # dead, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_the_child_is_named_and_dies_with_its_parent(tmp_path: Path) -> None:
+    """A shard killed mid-compaction leaves no child writing on: PR_SET_PDEATHSIG."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(tmp_path / "out.new")], stdout=subprocess.PIPE
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        comm = Path(f"/proc/{child}/comm")
+        poll_for(lambda: comm.read_text().strip() == "sq compaction", 10)  # set as it starts
+    finally:
+        parent.kill()
+        parent.wait()
+    poll_for(lambda: gone(child), 10)
