@@ -41,8 +41,11 @@ class Shard:
             self.e.wal_out.clear()
         self.wal.maybe_sync(1e12)
         if self.wal.needs_compaction(self.e.live_bytes):
-            self.wal.compact(self.e.snapshot())
+            self.compact()
             self.compactions += 1
+
+    def compact(self) -> None:
+        self.wal.compact(self.e.snapshot())
 
     def put(self, body: bytes, tube: str = "default", pri: int = 100, delay: int = 0) -> int:
         if not self.wal.admit(len(body)):
