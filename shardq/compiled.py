@@ -1,8 +1,12 @@
 """Which modules are compiled, and the switch that runs the pure build instead.
 
-The serving path's modules below are compiled by Cython exactly as they are written: plain,
-mypy-checked Python, no Cython syntax, Python's semantics (`annotation_typing` off, so an
-annotation never becomes a type check). `make` builds them in place (`tools/build_compiled.py`:
+The serving path's modules below are compiled by Cython as they are written: plain,
+mypy-checked Python, Python's semantics (`annotation_typing` off, so an annotation never
+becomes a type check). Where a `.pxd` lies beside a module it gives the compiled build C
+types: a class's state as a C struct (`cdef class`, the attributes its `__slots__` or
+`__init__` names), a hot function's arguments and locals typed, so that reading a
+connection's or the process's state is a field access, not a lookup by name. The pure
+build never reads them. `make` builds them in place (`tools/build_compiled.py`:
 one extension module beside each .py, which Python imports first), and the same tree runs
 uncompiled where they are not built, or when ``SHARDQ_PURE=1`` is in the environment:
 `use_pure` then makes every shardq module load from its source, in this process and in
@@ -49,6 +53,7 @@ COMPILED = (
     "shardq.processes.serving.ids",
     "shardq.processes.serving.loop",
     "shardq.processes.serving.peers",
+    "shardq.processes.serving.state",
     "shardq.processes.serving.waiting",
 )
 

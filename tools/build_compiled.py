@@ -21,7 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Python's semantics exactly: no annotation becomes a C type or a type check, functions
 #: bind as methods when a class body takes them (the serving process's rooms).
-DIRECTIVES = {"language_level": 3, "annotation_typing": False, "binding": True}
+DIRECTIVES = {
+    "language_level": 3,
+    "annotation_typing": False,
+    "binding": True,
+    "nonecheck": True,
+}
 
 
 def main() -> int:

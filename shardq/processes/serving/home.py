@@ -84,10 +84,12 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 ):
                     break
                 size = int(size_s)
+                if size > conn.max_job_size:
+                    break  # too big: the parser answers it
                 start = nl + 2
                 stop = start + size
-                if stop + 2 > end or size > conn.max_job_size or not starts(CRLF, stop):
-                    break  # incomplete (the parser waits for the rest), too big, or no CRLF
+                if stop + 2 > end or not starts(CRLF, stop):
+                    break  # incomplete (the parser waits for the rest), or no CRLF
                 pri, delay, ttr = int(pri_s), int(delay_s), int(ttr_s)
                 tube = conn.use
                 if (
