@@ -1,12 +1,13 @@
 """Which modules are compiled, and the switch that runs the pure build instead.
 
-The serving path's modules below are compiled by Cython as they are written: plain,
-mypy-checked Python, Python's semantics (`annotation_typing` off, so an annotation never
-becomes a type check). Where a `.pxd` lies beside a module it gives the compiled build C
-types: a class's state as a C struct (`cdef class`, the attributes its `__slots__` or
-`__init__` names), a hot function's arguments and locals typed, so that reading a
-connection's or the process's state is a field access, not a lookup by name. The pure
-build never reads them. `make` builds them in place (`tools/build_compiled.py`:
+The modules below (the serving path and the engine) are compiled by Cython as they are
+written: plain, mypy-checked Python, Python's semantics (`annotation_typing` off, so an
+annotation never becomes a type check). Where a `.pxd` lies beside a module it gives the
+compiled build C types: a class's state as a C struct (`cdef class`, the attributes its
+`__slots__` or `__init__` names), a hot function's arguments and locals typed (in the
+.pxd, or by ``@cython.locals`` where the function is a method of a plain class), so that
+reading a connection's, a job's or the process's state is a field access, not a lookup by
+name. The pure build reads neither. `make` builds them in place (`tools/build_compiled.py`:
 one extension module beside each .py, which Python imports first), and the same tree runs
 uncompiled where they are not built, or when ``SHARDQ_PURE=1`` is in the environment:
 `use_pure` then makes every shardq module load from its source, in this process and in
@@ -14,12 +15,14 @@ every process it starts. `make test` runs the suite compiled and a second time p
 compiling must not change: the differential suite, the client matrix, the invariant checker,
 the concurrency and crash tests (`tests/integration/test_compiled.py` checks which build ran).
 
-What pays (docs/BENCHMARKS.md, "Compiling the serving path"): the fast path, the turn and
-the general path of the serving process and the hosted shard's shell; `bload -w mixed -c
-50`: 93.4k -> 102.3k ops/s (+9.5 %), multitube +6 % (+14 % per CPU-second); in process
-(`tools/serving_cycle.py`) 6.12 -> 5.12 µs a command. Not the engine: compiled, its
-put/reserve/delete cycle is slower (`tools/engine_cycle.py`: 3.89 -> 4.22 µs), so it stays
-pure.
+What pays (docs/BENCHMARKS.md, "Compiling the serving path" and "Typed state"): the fast
+path, the turn and the general path of the serving process and the hosted shard's shell
+(`bload -w mixed -c 50`: +9.5 % as written); then the state typed. The engine compiled as
+written measured slower (3.89 -> 4.22 µs a put/reserve/delete cycle: its attributes looked
+up by name cost more from C than in the interpreter); with its state typed (`EngineCore`,
+`Job`, `Tube` as C structs, the hot methods' locals typed with ``@cython.locals``:
+shardq/nocython.py) the cycle takes 4.35 -> 3.01 µs (`tools/engine_cycle.py --backlog
+1000`) and 48.5k -> 31.8k instructions.
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ COMPILED = (
     "shardq.processes.serving.loop",
     "shardq.processes.serving.peers",
     "shardq.processes.serving.state",
+    "shardq.engine.job",
+    "shardq.engine.tube",
+    "shardq.engine.core",
+    "shardq.engine.reserve",
+    "shardq.engine.engine",
+    "shardq.engine.timers",
     "shardq.processes.serving.waiting",
 )
 

@@ -29,6 +29,11 @@ from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record,
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
 
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
+
 # Kinds of reserve outcome, sent to the serving process with the reply bytes (see reserve.py).
 RESERVED, OFFER, WAITING, FINAL, CANCELLED, NONE_BETTER = 1, 2, 3, 4, 5, 6
 
@@ -84,6 +89,7 @@ class EngineCore:
             self.ensure_tube("default", 0)
 
     # ----------------------------------------------------------------- tubes
+    @cython.locals(job=Job, tube=Tube)
     def ensure_tube(self, name: str, now: int) -> Tube:
         tube = self.tubes.get(name)
         if tube is None:
@@ -106,6 +112,7 @@ class EngineCore:
         for tube in self.tubes.values():
             tube.set_policy(policies.resolve(tube.name), now)
 
+    @cython.locals(job=Job, tube=Tube)
     def _gc(self, tube: Tube) -> None:
         """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
         if tube.in_use():
@@ -178,6 +185,7 @@ class EngineCore:
         if self.timing is not None:
             self.timing.note(now, event, job)
 
+    @cython.locals(job=Job, tube=Tube)
     def _remove(self, job: Job, tube: Tube, now: int, job_id: int | None = None) -> None:
         """Forget a job that is out of its tube's queues already (delete; discard_old and
         max_age in policing.py), and log that it is gone. `job_id`: its id, if at hand."""
@@ -193,6 +201,7 @@ class EngineCore:
             self.wal_out.append(new(DeleteRecord, (DELETE, job_id)))
 
     # ----------------------------------------------------------------- moving jobs
+    @cython.locals(job=Job, tube=Tube)
     def _enqueue(self, job: Job, now: int) -> None:
         """Make a job ready and hand it to a waiter of its tube if there is one."""
         tube = self.tubes[job.tube]
@@ -205,6 +214,7 @@ class EngineCore:
     def _unlink_delayed(self, job: Job) -> None:
         self.tubes[job.tube].delayed.remove(job.delayed_key)
 
+    @cython.locals(job=Job, tube=Tube)
     def _unlink(self, job: Job) -> None:
         """Take a job out of whatever its tube holds it in (not reserved bookkeeping)."""
         tube = self.tubes[job.tube]
@@ -217,6 +227,7 @@ class EngineCore:
         elif job.state == ST_BURIED:
             del tube.buried[job.id]
 
+    @cython.locals(job=Job, tube=Tube)
     def _unreserve(self, job: Job, job_id: int | None = None) -> None:
         """Forget who holds a reserved or offered job (the job stays where it is).
         `job_id`: its id, if at hand."""

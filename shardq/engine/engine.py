@@ -20,7 +20,7 @@ importable from here.
 from __future__ import annotations
 
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardq.engine.core import (
     CANCELLED,
@@ -30,6 +30,7 @@ from shardq.engine.core import (
     RESERVED,
     TIMERS_MIN_BOUND,
     WAITING,
+    EngineCore,
 )
 from shardq.engine.fanout import Fanning
 from shardq.engine.job import (
@@ -50,7 +51,13 @@ from shardq.engine.reserve import SAFETY_MARGIN, Reserving, reserved_payload
 from shardq.engine.stats import Stats
 from shardq.engine.throttling import Throttling
 from shardq.engine.timers import T_AGE, T_PAUSE, T_TTR, Timers
+from shardq.engine.tube import Tube
 from shardq.protocol import replies
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 __all__ = [
     "CANCELLED",
@@ -70,6 +77,9 @@ __all__ = [
 class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
     """All tubes and jobs of one shard."""
 
+    __slots__ = ()  # the state is EngineCore's
+
+    @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def put(
         self,
         job_id: int,
@@ -112,6 +122,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
                 tube.fanned += self.put(copy_id, seq, name, pri, delay, ttr, body, now)
         return True
 
+    @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:
         """`resent`: the serving process resends a delete of a job the connection held to a shard
         that restarted; if the job is gone, the first try reached the log before the crash."""

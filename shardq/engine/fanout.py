@@ -17,6 +17,8 @@ from shardq.engine.core import EngineCore
 
 
 class Fanning(EngineCore):
+    __slots__ = ()  # the state is EngineCore's
+
     def fanout_members(self, tube_name: str) -> list[str]:
         """The tubes a put to `tube_name` is copied to now, in name order: the other tubes
         of its family, if its policy says fanout (and the shell gave copies ids)."""

@@ -33,6 +33,8 @@ RESTARTS_AS: dict[int, State] = {DELAYED: DELAYED, BURIED: BURIED}
 class Persistence(EngineCore):
     """Logging an engine's jobs, and rebuilding them from the log."""
 
+    __slots__ = ()  # the state is EngineCore's
+
     def _wall(self, mono: int) -> int:
         return mono + self.wall_offset if mono else 0
 

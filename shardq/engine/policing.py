@@ -41,6 +41,8 @@ def _max_age(tube: Tube) -> int:
 class Policing(Persistence):
     """The per-tube policies' part of an engine."""
 
+    __slots__ = ()  # the state is EngineCore's
+
     def _make_room(self, tube: Tube, policy: Policy, size: int, now: int) -> bool:
         """May a job of `size` body bytes be put into `tube`? With discard_old, the oldest
         ready jobs that stand in its way are deleted first (all of them, or none)."""

@@ -9,7 +9,7 @@ declines it. Connections that close or come back after a restart are handled her
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING, EngineCore
 from shardq.engine.job import (
@@ -25,6 +25,11 @@ from shardq.engine.job import (
 from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 SAFETY_MARGIN = NS  #: DEADLINE_SOON fires this long before a reserved job's TTR runs out
 
@@ -91,6 +96,9 @@ def _head(tube: Tube) -> int:
 class Reserving(EngineCore):
     """Reserves, waiters and offers of an engine."""
 
+    __slots__ = ()  # the state is EngineCore's
+
+    @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
         """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
         otherwise unpack again)."""
@@ -113,6 +121,7 @@ class Reserving(EngineCore):
         self._at(deadline + 1, T_TTR, job_id)
         return job_id, deadline
 
+    @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def _best_job(self, tubes: Sequence[str], now: int) -> Job | None:
         if len(tubes) == 1:  # the common case, without the loop's comparisons
             tube = self.tubes.get(tubes[0])
@@ -147,6 +156,7 @@ class Reserving(EngineCore):
             job = self.jobs[tube.ready[0] & ID_MASK]
             self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
 
+    @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
         if not offer:
             job_id, deadline = self._reserve(job, conn, now)
@@ -173,6 +183,7 @@ class Reserving(EngineCore):
             conn,  # whoever receives an offer it cannot place declines it for this conn
         ]  # the fields of `Offer`
 
+    @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def reserve(
         self,
         conn: int,

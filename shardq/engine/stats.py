@@ -35,6 +35,8 @@ def _rate(rate: float) -> int | replies.Raw:
 class Stats(EngineCore):
     """The statistics replies of an engine."""
 
+    __slots__ = ()  # the state is EngineCore's
+
     def stats_job(self, job_id: int, now: int) -> bytes:
         job = self.jobs.get(job_id)
         if job is None:

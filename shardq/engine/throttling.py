@@ -37,6 +37,8 @@ from shardq.engine.tube import Tube
 class Throttling(EngineCore):
     """The concurrency and rate limits' part of an engine."""
 
+    __slots__ = ()  # the state is EngineCore's
+
     def _spend(self, tube: Tube, now: int) -> None:
         """A job of `tube` (it has limits) is being handed out, reserved or offered: its
         bucket gives a token."""

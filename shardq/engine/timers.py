@@ -10,11 +10,16 @@ the heap is compacted when it doubles.
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardq.engine.core import FINAL, TIMERS_MIN_BOUND, EngineCore
 from shardq.engine.job import ST_DELAYED, ST_RESERVED, TIMEOUT, Job
 from shardq.engine.tube import Tube
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 # Timer kinds in the engine's heap; every entry is re-checked when it fires.
 T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE, T_TOKEN = 1, 2, 3, 4, 5, 6
@@ -34,6 +39,9 @@ __all__ = [
 class Timers(EngineCore):
     """The timer heap of an engine and what each kind of timer does when it fires."""
 
+    __slots__ = ()  # the state is EngineCore's
+
+    @cython.locals(self=EngineCore)
     def _at(self, when: int, kind: int, key: Any) -> None:
         self._stamp += 1
         heapq.heappush(self.timers, (when, self._stamp, kind, key))
@@ -83,6 +91,7 @@ class Timers(EngineCore):
     def next_wakeup(self) -> int | None:
         return self.timers[0][0] if self.timers else None
 
+    @cython.locals(self=EngineCore)
     def tick(self, now: int) -> None:
         """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire,
         tokens come. Tubes that a pause's end or a token opened are served together, after."""

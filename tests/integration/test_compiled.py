@@ -33,23 +33,45 @@ def built(name: str) -> list[Path]:
     return sorted(src.parent.glob(src.stem + ".*.so"))
 
 
-def test_every_compiled_module_exists_and_is_not_the_engine() -> None:
-    """The list names real modules; the engine stays pure (compiled, it measured slower)."""
+def test_every_compiled_module_exists() -> None:
     for name in COMPILED:
         assert source(name).is_file(), name
-        assert not name.startswith("shardq.engine."), name
+
+
+def declarations(name: str) -> list[Path]:
+    """The module's .pxd (its C types) and the .pxd files of the modules it cimports from:
+    a change to any of them changes what the module compiles to."""
+    pxd = source(name).with_suffix(".pxd")
+    if not pxd.is_file():
+        return []
+    found = [pxd]
+    for line in pxd.read_text().splitlines():
+        words = line.split()
+        if len(words) > 2 and words[0] == "from" and words[2] == "cimport":
+            found.append(source(words[1]).with_suffix(".pxd"))
+    return found
 
 
 def test_no_compiled_module_is_older_than_its_source() -> None:
-    """A module built before its source last changed would run old code in place of the
-    new (Python imports the extension first): `make compiled` builds it again."""
+    """A module built before its source (or a .pxd it reads) last changed would run old
+    code in place of the new (Python imports the extension first): `make compiled` builds
+    it again."""
     stale = [
         str(so.relative_to(ROOT))
         for name in COMPILED
         for so in built(name)
-        if so.stat().st_mtime < source(name).stat().st_mtime
+        for src in [source(name), *declarations(name)]
+        if so.stat().st_mtime < src.stat().st_mtime
     ]
     assert not stale, f"stale compiled modules (run `make compiled`): {stale}"
+
+
+def test_every_declared_module_is_compiled() -> None:
+    """A .pxd beside a module that is not compiled would say nothing: the module's types
+    would be lost without a sign."""
+    compiled = {source(name).with_suffix(".pxd") for name in COMPILED}
+    declared = set((ROOT / "shardq").rglob("*.pxd"))
+    assert declared <= compiled, sorted(str(p) for p in declared - compiled)
 
 
 @pytest.mark.skipif(BUILD is None, reason="SHARDQ_BUILD is set by `make test` only")

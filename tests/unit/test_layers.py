@@ -18,6 +18,7 @@ LAYERS: dict[str, int] = {
     "__init__": 0,  # the version string
     "log": 0,  # logging set-up, used by every process
     "compiled": 0,  # which modules are compiled, and the switch to the pure build
+    "nocython": 0,  # Cython's decorators as no-ops, for the pure build
     "protocol": 0,  # sans-IO beanstalk protocol
     "engine": 1,  # pure job engine with an injected clock
     "cluster": 2,  # routing rules and inter-process messages

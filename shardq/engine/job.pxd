@@ -1,0 +1,7 @@
+cdef class Job:
+    cdef public object key
+    cdef public object tube
+    cdef public object dur
+    cdef public object body
+    cdef public object state
+    cdef public object hold

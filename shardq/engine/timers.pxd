@@ -1,0 +1,3 @@
+from shardq.engine.core cimport EngineCore
+from shardq.engine.job cimport Job
+from shardq.engine.tube cimport Tube

@@ -1,0 +1,38 @@
+"""Cython's pure-Python-mode decorators as no-ops, for the pure build.
+
+A module the compiled build types (shardq/compiled.py) names the C types of its hot
+functions' locals with ``@cython.locals(...)``, which Cython reads when it compiles the
+module; the types of the classes they name are in the ``.pxd`` beside each module. Run as
+Python, the module takes these no-ops instead of importing Cython (≈ 35 ms at start-up,
+and not installed without the ``compile`` extra):
+
+    if TYPE_CHECKING or __file__.endswith(".py"):
+        from shardq.nocython import cython
+    else:  # compiled: Cython reads the decorators (nothing is imported at run time)
+        import cython
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class NoCython:
+    """The part of Cython's `cython` module the typed modules use."""
+
+    compiled = False
+
+    @staticmethod
+    def locals(**_types: object) -> Callable[[F], F]:
+        """The types of a function's locals: nothing, uncompiled."""
+        return _unchanged
+
+
+def _unchanged(function: F) -> F:
+    return function
+
+
+cython = NoCython()
