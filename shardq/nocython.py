@@ -23,8 +23,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 class NoCython:
     """The part of Cython's `cython` module the typed modules use."""
 
-    compiled = False
-
     @staticmethod
     def locals(**_types: object) -> Callable[[F], F]:
         """The types of a function's locals: nothing, uncompiled."""

@@ -89,7 +89,7 @@ class EngineCore:
             self.ensure_tube("default", 0)
 
     # ----------------------------------------------------------------- tubes
-    @cython.locals(job=Job, tube=Tube)
+    @cython.locals(tube=Tube)
     def ensure_tube(self, name: str, now: int) -> Tube:
         tube = self.tubes.get(name)
         if tube is None:
@@ -112,7 +112,7 @@ class EngineCore:
         for tube in self.tubes.values():
             tube.set_policy(policies.resolve(tube.name), now)
 
-    @cython.locals(job=Job, tube=Tube)
+    @cython.locals(tube=Tube)
     def _gc(self, tube: Tube) -> None:
         """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
         if tube.in_use():
