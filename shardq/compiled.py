@@ -57,6 +57,7 @@ COMPILED = (
     "shardq.processes.serving.loop",
     "shardq.processes.serving.peers",
     "shardq.processes.serving.state",
+    "shardq.engine.ready",
     "shardq.engine.job",
     "shardq.engine.tube",
     "shardq.engine.core",

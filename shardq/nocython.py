@@ -23,6 +23,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 class NoCython:
     """The part of Cython's `cython` module the typed modules use."""
 
+    compiled = False  #: a branch under ``if not cython.compiled`` is the pure build's own
+
     @staticmethod
     def locals(**_types: object) -> Callable[[F], F]:
         """The types of a function's locals: nothing, uncompiled."""

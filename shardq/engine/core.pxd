@@ -27,3 +27,11 @@ cdef class EngineCore:
     cdef public dict waiters
     cdef public object wal_out
     cdef public object wall_offset
+
+    cpdef ensure_tube(self, str name, now)
+    cpdef _gc(self, Tube tube)
+    cpdef _remove(self, Job job, Tube tube, now, job_id=*)
+    cpdef _enqueue(self, Job job, now)
+    cpdef _at(self, when, kind, key)
+    cpdef _unlink(self, Job job)
+    cpdef _unreserve(self, Job job, job_id=*)

@@ -11,6 +11,7 @@ declarations at the end of this class.
 from __future__ import annotations
 
 from collections.abc import Callable
+from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import (
@@ -211,6 +212,13 @@ class EngineCore:
         if tube.waiters and not tube.closed(now):
             self._serve_tube(tube, now)
 
+    def _at(self, when: int, kind: int, key: Any) -> None:
+        """A timer (timers.py) due `when`: a TTR, a delay, a pause, a wait, an age, a token."""
+        self._stamp += 1
+        heappush(self.timers, (when, self._stamp, kind, key))
+        if len(self.timers) > self._timers_bound:
+            self._compact_timers()
+
     def _unlink_delayed(self, job: Job) -> None:
         self.tubes[job.tube].delayed.remove(job.delayed_key)
 
@@ -262,7 +270,7 @@ class EngineCore:
 
     if TYPE_CHECKING:  # provided by the mixins Engine is made of
 
-        def _at(self, when: int, kind: int, key: Any) -> None: ...  # timers.py
+        def _compact_timers(self) -> None: ...  # timers.py
 
         def tick(self, now: int) -> None: ...  # timers.py
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from heapq import heapify, heappop, heappush
 
 
-class ReadyHeap(list[int]):
+class ReadyHeap(list):  # of int keys; a plain `list` base, as ready.pxd declares it
     """The ready keys of one tube: `first()` (or `[0]`) is the smallest; `live` counts them."""
 
     __slots__ = ("gone", "live")

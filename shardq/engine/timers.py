@@ -41,13 +41,6 @@ class Timers(EngineCore):
 
     __slots__ = ()  # the state is EngineCore's
 
-    @cython.locals(self=EngineCore)
-    def _at(self, when: int, kind: int, key: Any) -> None:
-        self._stamp += 1
-        heapq.heappush(self.timers, (when, self._stamp, kind, key))
-        if len(self.timers) > self._timers_bound:
-            self._compact_timers()
-
     def _compact_timers(self) -> None:
         """Drop the timers that can no longer do anything. A timer is not removed when its
         reason goes (a reserved job deleted, a delayed job kicked): it is checked when it

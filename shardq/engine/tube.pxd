@@ -1,3 +1,6 @@
+from shardq.engine.ready cimport ReadyHeap
+from shardq.engine.job cimport Job
+
 cdef class Waiter:
     cdef public object conn
     cdef public object rid
@@ -10,7 +13,7 @@ cdef class Waiter:
 cdef class Tube:
     cdef public object name
     cdef public object order
-    cdef public object ready
+    cdef public ReadyHeap ready
     cdef public object delayed
     cdef public dict buried
     cdef public dict waiters
@@ -34,3 +37,9 @@ cdef class Tube:
     cdef public object moved
     cdef public object throttle
     cdef public object held
+
+    cpdef jobs(self)
+    cpdef bint in_use(self)
+    cpdef bint closed(self, now)
+    cpdef add_ready(self, Job job)
+    cpdef remove_ready(self, Job job)

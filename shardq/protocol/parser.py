@@ -100,7 +100,6 @@ class Parser:
             self._compact()
         return True
 
-    @property
     def at_rest(self) -> bool:
         """Between commands with nothing buffered: input may be parsed elsewhere (the serving
         process's fast path) and the rest fed here."""

@@ -118,7 +118,7 @@ def test_the_fast_path_serves_a_cycle_in_one_turn_and_counts_it(
     serving_proc.turn()
     assert received(a) == b""  # the connection waits for its reserve: nothing runs
     for key, want in (("cmd-put", 1), ("cmd-reserve-with-timeout", 1), ("cmd-reserve", 1)):
-        assert serving_proc.stats[key] == want, key
+        assert serving_proc.command_stats()[key] == want, key
     b = client(serving_proc, 2)
     b.sendall(b"put 0 0 60 1\r\nx\r\n")
     serving_proc.turn()

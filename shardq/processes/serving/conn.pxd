@@ -1,9 +1,11 @@
 # Typed layout of conn.py's classes for the compiled build (Cython reads this beside conn.py).
 
+from shardq.protocol.parser cimport Parser
+
 cdef class Conn:
     cdef public object id
     cdef public object sock
-    cdef public object parser
+    cdef public Parser parser
     cdef public object max_job_size
     cdef public bytearray out
     cdef public object use
@@ -27,6 +29,11 @@ cdef class Conn:
     cdef public object handshaking
     cdef public object offered
     cdef public list deadlines
+
+    cpdef step(self, str event)
+    cpdef hold(self, job_id, deadline)
+    cpdef let_go(self, job_id)
+    cpdef soon_at(self, now)
 
 cdef class CrossReserve:
     cdef public object conn

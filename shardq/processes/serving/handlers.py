@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import resource
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -114,12 +113,6 @@ def put_with_id(self: ServingProcess, conn: Conn, cmd: c.Put, shard: int, job_id
         self.call(conn, shard, ops.PUT, args, self.reply_first)
 
 
-def put_stamp(self: ServingProcess) -> int:
-    """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
-    self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
-    return self.last_stamp
-
-
 def forget(self: ServingProcess, job_id: int) -> Done:
     def done(conn: Conn, payload: Sequence[Any]) -> None:
         (reply,) = payload  # wire.Answer
@@ -215,7 +208,7 @@ def connection_fields(self: ServingProcess) -> dict[str, Any]:
     every serving process's part, exact as of when each answered."""
     conns = [k for k in self.conns.values() if k.phase < CLOSING]  # not the ending ones
     return {
-        **self.stats,
+        **self.command_stats(),
         "max-job-size": self.max_job_size,
         "current-connections": len(conns),
         "current-producers": sum(k.producer for k in conns),

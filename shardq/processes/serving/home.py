@@ -26,15 +26,23 @@ from shardq.cluster.routing import TubeShards
 from shardq.engine.job import NS
 from shardq.engine.reserve import Reserved
 from shardq.processes.serving.conn import IDLE, Conn
-from shardq.protocol.parser import INT_MAX, MAX_LINE, U32_MAX, U64_MAX
+from shardq.protocol.parser import INT_MAX, MAX_LINE, U32_MAX
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 CRLF = b"\r\n"
 P, R, D = 112, 114, 100  #: first bytes of put, reserve*, delete
 TIMEOUT_AT = len(b"reserve-with-timeout ")
 RESERVED_FIELDS = len(Reserved._fields)  #: a reserve answered with a job (else engine.Final)
+#: the most digits a number of the fast path has (the parser takes longer ones: below 2**63)
+DIGITS_MAX = 18
+SPACE = 32
 
 
 def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
@@ -44,7 +52,7 @@ def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
     return (
         conn.phase is IDLE
         and conn.held is None
-        and conn.parser.at_rest
+        and conn.parser.at_rest()
         and not self.outq.get(self.hosted_index)
     )
 
@@ -55,9 +63,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     assert self.hosted is not None
     core = self.hosted.core
     home = self.hosted_index
-    stats = self.stats
     out = conn.out
-    find = data.find
     starts = data.startswith
     end = len(data)
     now = monotonic_ns()
@@ -68,29 +74,23 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     try:  # out of memory, the command at `pos` is left to the general path (which
         # answers a put it cannot hold OUT_OF_MEMORY: shedding.py)
         while pos < end:
-            nl = find(CRLF, pos, pos + MAX_LINE)
+            nl = line_end(data, pos, pos + MAX_LINE)
             if nl < 0:
                 break
             first = data[pos]
             if first == P:
                 if not starts(b"put ", pos):
                     break
-                fields = data[pos + 4 : nl].split(b" ")
-                if len(fields) != 4:
+                numbers = put_numbers(data, pos + 4, nl)
+                if numbers is None:
                     break
-                pri_s, delay_s, ttr_s, size_s = fields
-                if not (
-                    pri_s.isdigit() and delay_s.isdigit() and ttr_s.isdigit() and size_s.isdigit()
-                ):
-                    break
-                size = int(size_s)
+                pri, delay, ttr, size = numbers
                 if size > conn.max_job_size:
                     break  # too big: the parser answers it
                 start = nl + 2
                 stop = start + size
                 if stop + 2 > end or not starts(CRLF, stop):
                     break  # incomplete (the parser waits for the rest), or no CRLF
-                pri, delay, ttr = int(pri_s), int(delay_s), int(ttr_s)
                 tube = conn.use
                 if (
                     pri > U32_MAX
@@ -106,27 +106,25 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 reply = core.put_local(
                     job_id, self.put_stamp(), tube, pri, delay, ttr, data[start:stop], now
                 )
-                stats["cmd-put"] += 1
+                self.home_puts += 1
                 conn.producer = True
                 pos = stop + 2
                 out += reply
             elif first == R:
                 if nl == pos + 7 and starts(b"reserve", pos):
                     timeout = -1
-                    stat = "cmd-reserve"
                 elif starts(b"reserve-with-timeout ", pos):
-                    digits = data[pos + TIMEOUT_AT : nl]
-                    if not digits.isdigit():
+                    timeout = number(data, pos + TIMEOUT_AT, nl)
+                    if timeout < 0 or timeout > INT_MAX:
                         break
-                    timeout = int(digits)
-                    if timeout > INT_MAX:
-                        break
-                    stat = "cmd-reserve-with-timeout"
                 else:
                     break
                 if not all_home(tube_shards, conn.watch, home):
                     break
-                stats[stat] += 1
+                if timeout < 0:
+                    self.home_reserves += 1
+                else:
+                    self.home_timed_reserves += 1
                 if not conn.worker:
                     conn.worker = True
                     conn.away = None  # a worker's home is where its watched tubes are
@@ -152,13 +150,10 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
             elif first == D:
                 if not starts(b"delete ", pos):
                     break
-                digits = data[pos + 7 : nl]
-                if not digits.isdigit():
+                job_id = number(data, pos + 7, nl)
+                if job_id < 0 or ids.job_shard(job_id) != home:
                     break
-                job_id = int(digits)
-                if job_id > U64_MAX or ids.job_shard(job_id) != home:
-                    break
-                stats["cmd-delete"] += 1
+                self.home_deletes += 1
                 out += core.delete_local(conn.id, job_id, now)
                 if conn.reserved:
                     conn.let_go(job_id)
@@ -177,3 +172,73 @@ def all_home(tube_shards: TubeShards, tubes: list[str], home: int) -> bool:
     if len(tubes) == 1:
         return tube_shards[tubes[0]] == home
     return all(tube_shards[tube] == home for tube in tubes)
+
+
+def line_end(data: bytes, start: int, stop: int) -> int:
+    """Where the first CRLF of `data[start:stop]` starts; -1: none (as `bytes.find`, whose
+    argument parsing costs more than the search of a command's line)."""
+    if not cython.compiled:
+        return data.find(CRLF, start, stop)
+    if stop > len(data):
+        stop = len(data)
+    for i in range(start, stop - 1):
+        if data[i] == 13 and data[i + 1] == 10:
+            return i
+    return -1
+
+
+def number(data: bytes, start: int, stop: int) -> int:
+    """The value of `data[start:stop]` if it is 1 to DIGITS_MAX ASCII digits, else -1 (a
+    number the fast path leaves to the parser)."""
+    if not cython.compiled:
+        field = data[start:stop]
+        return int(field) if field.isdigit() and len(field) <= DIGITS_MAX else -1
+    if stop <= start or stop - start > DIGITS_MAX:
+        return -1
+    value = 0
+    for i in range(start, stop):
+        c = data[i]
+        if c < 48 or c > 57:  # not 0-9
+            return -1
+        value = value * 10 + (c - 48)
+    return value
+
+
+def put_numbers(data: bytes, start: int, stop: int) -> tuple[int, int, int, int] | None:
+    """pri, delay, ttr and size from a put line's `data[start:stop]` ("0 0 60 5"): four
+    numbers as `number` takes them, one space apart; None for anything else (the parser's)."""
+    if not cython.compiled:
+        fields = data[start:stop].split(b" ")
+        if len(fields) != 4:
+            return None
+        for field in fields:
+            if not field.isdigit() or len(field) > DIGITS_MAX:
+                return None
+        pri, delay, ttr, size = map(int, fields)
+        return pri, delay, ttr, size
+    pri = delay = ttr = 0
+    value = 0
+    digits = 0
+    n = 0  # the numbers ended by a space so far
+    for i in range(start, stop):
+        c = data[i]
+        if c == SPACE:
+            if digits == 0 or n == 3:
+                return None
+            if n == 0:
+                pri = value
+            elif n == 1:
+                delay = value
+            else:
+                ttr = value
+            n += 1
+            value = 0
+            digits = 0
+        elif 48 <= c <= 57 and digits < DIGITS_MAX:
+            value = value * 10 + (c - 48)
+            digits += 1
+        else:
+            return None
+    if digits == 0 or n != 3:
+        return None
+    return pri, delay, ttr, value

@@ -53,7 +53,6 @@ from shardq.processes.shard.server import ShardServer
 
 class ServingProcess(ServingState):
     # the rooms' functions, as methods (each room: a module of functions taking the process)
-    new_rid = peers.new_rid
     request = peers.request
     cancel = peers.cancel
     call = peers.call
@@ -117,7 +116,6 @@ class ServingProcess(ServingState):
     by_id = handlers.by_id
     do_put = handlers.do_put
     put_with_id = handlers.put_with_id
-    put_stamp = handlers.put_stamp
     forget = handlers.forget
     do_reserve_job = handlers.do_reserve_job
     on_reserved_job = handlers.on_reserved_job

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
-from shardq.cluster.routing import MAX_SERVING
 from shardq.cluster.wire import Reply, Request
 from shardq.engine.engine import CANCELLED, OFFER
 from shardq.engine.reserve import Offer
@@ -30,13 +29,6 @@ from shardq.processes.shard.ops import (
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
-
-
-def new_rid(self: ServingProcess) -> int:
-    """A request id unique across serving processes (its low bits: this one's index)."""
-    rid = self.next_rid
-    self.next_rid += MAX_SERVING
-    return rid
 
 
 def request(

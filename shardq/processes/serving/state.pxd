@@ -1,5 +1,7 @@
 # Typed layout of state.py's ServingState for the compiled build.
 
+from shardq.processes.serving.ids cimport IdLeases
+
 cdef class ServingState:
     cdef public object accept_paused_until
     cdef public object accepting
@@ -17,9 +19,13 @@ cdef class ServingState:
     cdef public object handshakes
     cdef public object home_ok
     cdef public object hosted
+    cdef public long long home_puts
+    cdef public long long home_reserves
+    cdef public long long home_timed_reserves
+    cdef public long long home_deletes
     cdef public object hosted_index
     cdef public dict hosted_out
-    cdef public object ids
+    cdef public IdLeases ids
     cdef public object index
     cdef public dict inflight
     cdef public object last_stamp
@@ -62,3 +68,6 @@ cdef class ServingState:
     cdef public object tube_shards
     cdef public object up
     cdef public object worked
+
+    cpdef put_stamp(self)
+    cpdef new_rid(self)

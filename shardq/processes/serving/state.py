@@ -17,7 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from shardq.cluster.routing import TubeShards, tagged
+from shardq.cluster.routing import MAX_SERVING, TubeShards, tagged
 from shardq.cluster.wire import Request
 from shardq.processes.common import links, live
 from shardq.processes.common.heads import PeerHeads
@@ -118,6 +118,12 @@ class ServingState:
         self.ids = IdLeases(shards, self.ask_lease, functools.partial(self.internal_error, None))
         self.tube_shards = TubeShards(shards, settings.routing)  # tube -> shard, as the log says
         self.stats = dict.fromkeys(CMD_KEYS, 0)
+        # the fast path's counts (home.py), C integers in the compiled build (a dict's
+        # += costs more than the rest of a delete): `command_stats` adds them
+        self.home_puts = 0
+        self.home_reserves = 0
+        self.home_timed_reserves = 0
+        self.home_deletes = 0
         self.total_connections = 0
         # limits: max_connections is the server's, each serving process takes its share
         self.max_connections = max_connections
@@ -168,3 +174,23 @@ class ServingState:
         self.conn_limit = -(-settings.max_connections // self.serving)
         self.max_output = settings.max_output_bytes
         self.allow = parse_networks(settings.allow)
+
+    def put_stamp(self) -> int:
+        """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
+        self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
+        return self.last_stamp
+
+    def new_rid(self) -> int:
+        """A request id unique across serving processes (its low bits: this one's index)."""
+        rid = self.next_rid
+        self.next_rid += MAX_SERVING
+        return rid
+
+    def command_stats(self) -> dict[str, int]:
+        """The `cmd-*` counters of `stats`: the general path's and the fast path's."""
+        counts = dict(self.stats)
+        counts["cmd-put"] += self.home_puts
+        counts["cmd-reserve"] += self.home_reserves
+        counts["cmd-reserve-with-timeout"] += self.home_timed_reserves
+        counts["cmd-delete"] += self.home_deletes
+        return counts

@@ -1,0 +1,18 @@
+# Typed layout of ids.py's IdLeases for the compiled build (Cython reads this beside ids.py).
+
+cdef class IdLeases:
+    cdef public object shard_count
+    cdef public object ask
+    cdef public object on_error
+    cdef public dict blocks
+    cdef public dict next_id
+    cdef public dict end_id
+    cdef public dict spare
+    cdef public dict leasing
+    cdef public dict waiters
+    cdef public object loaded
+
+    cpdef take(self, shard)
+    cpdef bint has_id(self, shard)
+    cpdef lease(self, shard)
+    cpdef job_shard(self, job_id)
