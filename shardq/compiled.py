@@ -43,6 +43,7 @@ COMPILED = (
     "shardq.cluster.wire",
     "shardq.processes.common.heads",
     "shardq.processes.common.links",
+    "shardq.processes.common.poller",
     "shardq.processes.shard.closing",
     "shardq.processes.shard.core",
     "shardq.processes.shard.direct",

@@ -24,6 +24,7 @@ class NoCython:
     """The part of Cython's `cython` module the typed modules use."""
 
     compiled = False  #: a branch under ``if not cython.compiled`` is the pure build's own
+    long = int  #: C types named in ``locals``: plain ints, uncompiled
 
     @staticmethod
     def locals(**_types: object) -> Callable[[F], F]:

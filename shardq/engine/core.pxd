@@ -35,3 +35,5 @@ cdef class EngineCore:
     cpdef _at(self, when, kind, key)
     cpdef _unlink(self, Job job)
     cpdef _unreserve(self, Job job, job_id=*)
+    cpdef tuple _reserve(self, Job job, conn, now, str op=*)
+    cpdef _best_job(self, tubes, now)

@@ -10,13 +10,15 @@ declarations at the end of this class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
 from shardq.engine.job import (
     ID_MASK,
     LOW_MASK,
+    NS,
+    RESERVE,
     ST_BURIED,
     ST_DELAYED,
     ST_READY,
@@ -39,6 +41,9 @@ else:  # compiled: Cython reads the decorators (and imports nothing at run time)
 RESERVED, OFFER, WAITING, FINAL, CANCELLED, NONE_BETTER = 1, 2, 3, 4, 5, 6
 
 TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size (timers.py)
+
+# Timer kinds in the engine's heap (`_at`; what each does when it fires: timers.py).
+T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE, T_TOKEN = 1, 2, 3, 4, 5, 6
 
 
 def _by_order(tube: Tube) -> tuple[int, int]:
@@ -254,6 +259,46 @@ class EngineCore:
             if not held:
                 del self.owned[owner]
         job.hold = hold & LOW_MASK  # no owner
+
+    @cython.locals(job=Job, tube=Tube)
+    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
+        """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
+        otherwise unpack again)."""
+        self._unlink(job)
+        job.move(op)
+        job.dur += RESERVE
+        if self.audit is not None or self.timing is not None:  # (_note: a call saved)
+            self._note(now, "reserve", job)
+        deadline = now + (job.dur & ID_MASK) * NS  # ttr
+        job.hold = (conn << 64 | deadline) << 64 | job.hold & ID_MASK  # job.held_by, inlined
+        tube = self.tubes[job.tube]
+        tube.reserved += 1
+        if tube.throttle is not None and op == "reserve":  # an offer took its token already
+            self._spend(tube, now)  # reserve_rate
+        job_id = job.key & ID_MASK
+        held = self.owned.get(conn)  # (setdefault would make a set every time)
+        if held is None:
+            held = self.owned[conn] = set()
+        held.add(job_id)
+        self._at(deadline + 1, T_TTR, job_id)
+        return job_id, deadline
+
+    @cython.locals(job=Job, tube=Tube)
+    def _best_job(self, tubes: Sequence[str], now: int) -> Job | None:
+        if len(tubes) == 1:  # the common case, without the loop's comparisons
+            tube = self.tubes.get(tubes[0])
+            if tube is None or not tube.ready or tube.closed(now):
+                return None
+            return self.jobs[tube.ready[0] & ID_MASK]
+        best = None
+        for name in tubes:
+            tube = self.tubes.get(name)
+            if tube is None or not tube.ready or tube.closed(now):
+                continue
+            head = tube.ready[0]
+            if best is None or head < best:
+                best = head
+        return None if best is None else self.jobs[best & ID_MASK]
 
     def _owned_by(self, job_id: int, conn: int) -> Job | None:
         job = self.jobs.get(job_id)

@@ -8,14 +8,13 @@ declines it. Connections that close or come back after a restart are handled her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from shardq.engine.core import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING, EngineCore
 from shardq.engine.job import (
     ID_MASK,
     NS,
-    RESERVE,
     ST_OFFERED,
     ST_READY,
     ST_RESERVED,
@@ -97,46 +96,6 @@ class Reserving(EngineCore):
     """Reserves, waiters and offers of an engine."""
 
     __slots__ = ()  # the state is EngineCore's
-
-    @cython.locals(self=EngineCore, job=Job, tube=Tube)
-    def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
-        """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
-        otherwise unpack again)."""
-        self._unlink(job)
-        job.move(op)
-        job.dur += RESERVE
-        if self.audit is not None or self.timing is not None:  # (_note: a call saved)
-            self._note(now, "reserve", job)
-        deadline = now + (job.dur & ID_MASK) * NS  # ttr
-        job.hold = (conn << 64 | deadline) << 64 | job.hold & ID_MASK  # job.held_by, inlined
-        tube = self.tubes[job.tube]
-        tube.reserved += 1
-        if tube.throttle is not None and op == "reserve":  # an offer took its token already
-            self._spend(tube, now)  # reserve_rate
-        job_id = job.key & ID_MASK
-        held = self.owned.get(conn)  # (setdefault would make a set every time)
-        if held is None:
-            held = self.owned[conn] = set()
-        held.add(job_id)
-        self._at(deadline + 1, T_TTR, job_id)
-        return job_id, deadline
-
-    @cython.locals(self=EngineCore, job=Job, tube=Tube)
-    def _best_job(self, tubes: Sequence[str], now: int) -> Job | None:
-        if len(tubes) == 1:  # the common case, without the loop's comparisons
-            tube = self.tubes.get(tubes[0])
-            if tube is None or not tube.ready or tube.closed(now):
-                return None
-            return self.jobs[tube.ready[0] & ID_MASK]
-        best = None
-        for name in tubes:
-            tube = self.tubes.get(name)
-            if tube is None or not tube.ready or tube.closed(now):
-                continue
-            head = tube.ready[0]
-            if best is None or head < best:
-                best = head
-        return None if best is None else self.jobs[best & ID_MASK]
 
     def _serve_tube(self, tube: Tube, now: int) -> None:
         """Hand the tube's best ready jobs to its oldest waiters, while both exist."""

@@ -12,7 +12,17 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.core import FINAL, TIMERS_MIN_BOUND, EngineCore
+from shardq.engine.core import (
+    FINAL,
+    T_AGE,
+    T_DELAY,
+    T_PAUSE,
+    T_TOKEN,
+    T_TTR,
+    T_WAIT,
+    TIMERS_MIN_BOUND,
+    EngineCore,
+)
 from shardq.engine.job import ST_DELAYED, ST_RESERVED, TIMEOUT, Job
 from shardq.engine.tube import Tube
 
@@ -21,8 +31,6 @@ if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorator
 else:  # compiled: Cython reads the decorators (and imports nothing at run time)
     import cython
 
-# Timer kinds in the engine's heap; every entry is re-checked when it fires.
-T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE, T_TOKEN = 1, 2, 3, 4, 5, 6
 
 __all__ = [
     "T_AGE",

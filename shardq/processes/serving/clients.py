@@ -15,6 +15,7 @@ from shardq.processes.common.door import NOT_NOW, is_tls, tls_not_now, turned_aw
 from shardq.processes.serving import handoff, shedding
 from shardq.processes.serving.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
 from shardq.processes.serving.handlers import HANDLERS, STAT_KEYS
+from shardq.processes.serving.home import can_serve_home, serve_home
 from shardq.processes.shard import ops
 from shardq.processes.shard.ops import RefArgs
 from shardq.protocol import commands as c
@@ -260,12 +261,12 @@ def read(self: ServingProcess, conn: Conn) -> None:
             self.finish(conn)  # else pump finishes it once its commands have run
         return
     used = 0
-    if self.home_ok and self.can_serve_home(conn):  # the fast path (home.py)
+    if self.home_ok and can_serve_home(self, conn):  # the fast path (home.py)
         try:
             data = bytes(self.rview[:n])
         except MemoryError:  # out of memory: the general path answers (shedding.py)
             data = b""
-        used = self.serve_home(conn, data)
+        used = serve_home(self, conn, data)
         if used:
             self.dirty.add(conn)
             if len(conn.out) > self.max_output:

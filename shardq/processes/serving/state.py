@@ -23,6 +23,7 @@ from shardq.processes.common import links, live
 from shardq.processes.common.heads import PeerHeads
 from shardq.processes.common.links import Dealer, Router
 from shardq.processes.common.listener import Network, parse_networks
+from shardq.processes.common.poller import Poller
 from shardq.processes.common.settings import ServingSettings
 from shardq.processes.common.sockpath import link_path
 from shardq.processes.serving import clients, handoff, tls
@@ -78,7 +79,7 @@ class ServingState:
         self.socks: dict[int, Dealer] = {}  # target -> the link to it
         paths = {i: link_path(run_dir, f"shard-{i}") for i in range(shards)}
         paths[COORDINATOR] = link_path(run_dir, "coordinator")
-        self.sel = selectors.DefaultSelector()
+        self.sel: selectors.BaseSelector = Poller()  # selectors' epoll, compiled
         self.hosted: ShardServer | None = None
         self.hosted_index = -2  # no shard index
         self.hosted_out: Outbox = {}  # peer -> replies of the hosted shard
