@@ -211,10 +211,9 @@ def put_numbers(data: bytes, start: int, stop: int) -> tuple[int, int, int, int]
         fields = data[start:stop].split(b" ")
         if len(fields) != 4:
             return None
-        for field in fields:
-            if not field.isdigit() or len(field) > DIGITS_MAX:
-                return None
-        pri, delay, ttr, size = map(int, fields)
+        pri, delay, ttr, size = [number(field, 0, len(field)) for field in fields]
+        if pri < 0 or delay < 0 or ttr < 0 or size < 0:
+            return None
         return pri, delay, ttr, size
     pri = delay = ttr = 0
     value = 0

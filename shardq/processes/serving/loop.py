@@ -38,7 +38,6 @@ from shardq.processes.serving import (
     cross,
     handlers,
     handoff,
-    home,
     ids,
     peers,
     tls,
@@ -128,8 +127,6 @@ class ServingProcess(ServingState):
     do_ignore = handlers.do_ignore
     do_stats = handlers.do_stats
     connection_fields = handlers.connection_fields
-    can_serve_home = home.can_serve_home
-    serve_home = home.serve_home
     open_handoff = handoff.open_handoff
     home_owner = handoff.home_owner
     should_move = handoff.should_move
