@@ -45,6 +45,7 @@ COMPILED = (
     "shardq.processes.common.heads",
     "shardq.processes.common.links",
     "shardq.processes.common.poller",
+    "shardq.processes.common.sockio",
     "shardq.processes.shard.closing",
     "shardq.processes.shard.core",
     "shardq.processes.shard.direct",

@@ -24,7 +24,19 @@ class NoCython:
     """The part of Cython's `cython` module the typed modules use."""
 
     compiled = False  #: a branch under ``if not cython.compiled`` is the pure build's own
-    long = int  #: C types named in ``locals``: plain ints, uncompiled
+    long = Py_ssize_t = int  #: C types named in ``locals``: plain ints, uncompiled
+    p_char = bytes  #: a C pointer to bytes (`cast` names it): only compiled branches use it
+    NULL = None  #: C's null pointer, as compiled branches pass it
+
+    @staticmethod
+    def cast(_type: object, value: Any) -> Any:
+        """A C cast, reached only in branches the compiled build alone runs."""
+        return value
+
+    @staticmethod
+    def cdivision(_on: bool) -> Callable[[F], F]:
+        """C's division (no zero or sign checks) in a function: nothing, uncompiled."""
+        return _unchanged
 
     @staticmethod
     def locals(**_types: object) -> Callable[[F], F]:

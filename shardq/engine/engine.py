@@ -53,6 +53,7 @@ from shardq.engine.throttling import Throttling
 from shardq.engine.timers import T_AGE, T_PAUSE, T_TTR, Timers
 from shardq.engine.tube import Tube
 from shardq.protocol import replies
+from shardq.protocol.replies import DELETED, NOT_FOUND
 
 if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
     from shardq.nocython import cython
@@ -128,13 +129,13 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         that restarted; if the job is gone, the first try reached the log before the crash."""
         job = self.jobs.get(job_id)
         if job is None and resent:
-            return replies.DELETED
+            return DELETED
         if job is None or job.state == ST_OFFERED:
-            return replies.NOT_FOUND
+            return NOT_FOUND
         held = job.state == ST_RESERVED
         if held:
             if job.hold >> 128 != conn:  # job.owner
-                return replies.NOT_FOUND
+                return NOT_FOUND
             self._unreserve(job, job_id)
         else:
             self._unlink(job)
@@ -145,12 +146,12 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             self._freed(tube, now)  # max_reserved
         if not (tube.using or tube.watching):  # else in use (Tube.in_use): a call saved
             self._gc(tube)
-        return replies.DELETED
+        return DELETED
 
     def release(self, conn: int, job_id: int, pri: int, delay: int, now: int) -> bytes:
         job = self._owned_by(job_id, conn)
         if job is None:
-            return replies.NOT_FOUND
+            return NOT_FOUND
         self._unreserve(job)
         job.pri = pri
         if self.policed and self._bury_instead(job, now):  # max_reserves: answered as a bury is
@@ -177,7 +178,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
             return replies.BURIED  # the first try reached the log before the shard restarted
         job = self._owned_by(job_id, conn)
         if job is None:
-            return replies.NOT_FOUND
+            return NOT_FOUND
         self._unreserve(job)
         job.pri = pri
         job.dur += BURY
@@ -194,7 +195,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
         """Answer TOUCHED with the new deadline, so the serving process can track DEADLINE_SOON."""
         job = self._owned_by(job_id, conn)
         if job is None:
-            return [replies.NOT_FOUND, 0]
+            return [NOT_FOUND, 0]
         self._note(now, "touch", job)  # before the deadline moves (engine/timing.py)
         job.deadline = now + job.ttr * NS
         self._at(job.deadline + 1, T_TTR, job.id)
@@ -224,19 +225,19 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
     def kick_job(self, job_id: int, now: int) -> bytes:
         job = self.jobs.get(job_id)
         if job is None or not job.can("kick"):
-            return replies.NOT_FOUND
+            return NOT_FOUND
         self._kick_one(job, now)
         return replies.KICKED
 
     def peek(self, job_id: int) -> bytes:
         job = self.jobs.get(job_id)
         if job is None:
-            return replies.NOT_FOUND
+            return NOT_FOUND
         return replies.job_reply(b"FOUND", job.id, job.body)
 
     def _peek_key(self, key: int | None) -> bytes:
         """A ready or delayed queue key (the id is its low 64 bits), or a buried job's id."""
-        return replies.NOT_FOUND if key is None else self.peek(key & ID_MASK)
+        return NOT_FOUND if key is None else self.peek(key & ID_MASK)
 
     def peek_ready(self, tube_name: str) -> bytes:
         tube = self.tubes.get(tube_name)
@@ -253,7 +254,7 @@ class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
     def pause_tube(self, tube_name: str, delay: int, now: int) -> bytes:
         tube = self.tubes.get(tube_name)
         if tube is None:
-            return replies.NOT_FOUND
+            return NOT_FOUND
         tube.pause = delay * NS or 1
         tube.unpause_at = now + tube.pause
         tube.cmd_pause += 1

@@ -24,6 +24,7 @@ from shardq.engine.job import (
 from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
+from shardq.protocol.replies import job_reply
 
 if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
     from shardq.nocython import cython
@@ -84,7 +85,7 @@ def reserved_payload(job: Job) -> list[Any]:
 
 
 def _reserved(job_id: int, body: bytes, deadline: int) -> list[Any]:
-    return [RESERVED, replies.job_reply(b"RESERVED", job_id, body), job_id, deadline]
+    return [RESERVED, job_reply(b"RESERVED", job_id, body), job_id, deadline]
 
 
 def _head(tube: Tube) -> int:
@@ -134,7 +135,7 @@ class Reserving(EngineCore):
         self.owned.setdefault(conn, set()).add(job_id)
         return [
             OFFER,
-            replies.job_reply(b"RESERVED", job_id, job.body),
+            job_reply(b"RESERVED", job_id, job.body),
             job_id,
             job.ttr * NS,
             key >> 128,  # pri

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shardq.bench.limits import reasons, stub_command
+from shardq.bench.limits import cores, reasons, stub_command
 from shardq.bench.servers import Server
 
 SIZE = 100
@@ -103,9 +103,15 @@ def _compare(tmp_path, a: str, b: str) -> tuple[dict, str]:
     return json.loads(done.stdout), report.read_text()
 
 
-def test_compare_flags_every_row_when_a_is_the_stub(tmp_path) -> None:
-    """A and B are the stub itself, so every throughput row is at L: the tool is the limit
-    and every row must carry the flag; each row has L, CPU and kops per CPU-second."""
+def test_compare_flags_each_row_by_its_own_figures(tmp_path) -> None:
+    """A and B are the stub itself. Whether a half-second cell of the stub comes within
+    25 % of another half-second cell of it is the machine's, not the report's: on this VM
+    the host takes up to a third of the CPU time for seconds at a time (vmstat's `st`), and
+    a cell taken then runs at half the rate of one taken before. (This test asserted "every
+    row flagged", and failed so on a clean run of the suite.) So what the whole command is
+    checked for is that each row carries the flags its own measured figures give (`reasons`;
+    the rule itself, the stub against itself included, is checked on known figures below)
+    and the report files each row by them; and each row has L, CPU and kops per CPU-second."""
     stub_cmd = stub_command(SIZE)
     result, text = _compare(tmp_path, stub_cmd, stub_cmd)
     assert result["l"] == stub_cmd
@@ -117,9 +123,9 @@ def test_compare_flags_every_row_when_a_is_the_stub(tmp_path) -> None:
             s = row[side]
             assert s["errors"] == 0 and s["value"] > 0
             assert s["cpu_pct"] > 0 and s["kops_per_cpu_s"] > 0 and s["client_cores"] > 0
-            assert s["vs_l"] > 0
-        assert row["tool_limited"], row
-        assert any(row["tool_limit"][side] for side in ("a", "b")), row
+            assert s["vs_l"] == s["value"] / row["l"]["value"]
+            assert row["tool_limit"][side] == reasons(s, row["l"]["value"], cores()), row
+        assert row["tool_limited"] == any(row["tool_limit"].values())
     memory = next(r for r in result["rows"] if r["kind"] == "memory")
     assert "l" not in memory and "tool_limit" not in memory
     assert "tool limit:" in text  # the legend
@@ -130,11 +136,14 @@ def test_compare_flags_every_row_when_a_is_the_stub(tmp_path) -> None:
     )
     col = [c.strip() for c in header.split("|")].index("tool limit")
     results, not_results = text.split("**Not results: the load tool set the pace**")
-    assert "**Results**" in results and "None." in results  # no row is a result
     for row in rows:
-        line = next(x for x in not_results.splitlines() if x.startswith(f"| {row['label']} ("))
-        assert [c.strip() for c in line.split("|")][col].strip("! "), line
-        assert f"({row['ratio']:.2f})" in line  # B/A shown, but not as a result
+        section = not_results if row["tool_limited"] else results
+        line = next(x for x in section.splitlines() if x.startswith(f"| {row['label']} ("))
+        if row["tool_limited"]:
+            assert [c.strip() for c in line.split("|")][col].strip("! "), line
+            assert f"({row['ratio']:.2f})" in line  # B/A shown, but not as a result
+        else:
+            assert f"**{row['ratio']:.2f}**" in line
 
 
 def _side(value: float, server: float, tool: float, procs: int = 2, in_flight: int = 50) -> dict:
@@ -149,6 +158,9 @@ def _side(value: float, server: float, tool: float, procs: int = 2, in_flight: i
 
 def test_tool_limit_reasons_on_known_figures() -> None:
     """Each sign fires on its own, and none fires for a saturated server far below L."""
+    # the stub against itself: at L (here 0.93 of it), whatever the CPU figures
+    assert "L" in reasons(_side(93_000, 0.6, 0.7), 100_000, 2)
+    assert "L" in reasons(_side(9_300, 0.6, 0.4, 1, 1), 10_000, 2)
     # shardq-like: server at a full core, tool half idle, 40 % of L: the server is the limit
     assert reasons(_side(40_000, 1.0, 0.5), 100_000, 2) == []
     assert reasons(_side(90_000, 1.0, 0.5), 100_000, 2) == ["L"]

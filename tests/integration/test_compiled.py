@@ -47,8 +47,11 @@ def declarations(name: str) -> list[Path]:
     found = [pxd]
     for line in pxd.read_text().splitlines():
         words = line.split()
-        if len(words) > 2 and words[0] == "from" and words[2] == "cimport":
-            found.append(source(words[1]).with_suffix(".pxd"))
+        if len(words) > 3 and words[0] == "from" and words[2] == "cimport":
+            if not words[1].startswith("shardq."):
+                continue  # Cython's own (libc, posix): no source of ours
+            module = source(f"{words[1]}.{words[3]}").with_suffix(".pxd")  # a module cimported
+            found.append(module if module.is_file() else source(words[1]).with_suffix(".pxd"))
     return found
 
 

@@ -12,13 +12,33 @@ import pytest
 from proto_helpers import CRLF
 
 from shardq.protocol.proto import Quoted, Raw, job_reply, yaml_list, yaml_map
-from shardq.protocol.replies import set_yaml_style
+from shardq.protocol.replies import put_reply, set_yaml_style
 
 
 def test_job_reply() -> None:
     assert job_reply(b"RESERVED", 5, b"abc") == b"RESERVED 5 3\r\nabc\r\n"
     assert job_reply(b"FOUND", 7, b"a\r\nb\x00") == b"FOUND 7 5\r\na\r\nb\x00\r\n"
     assert job_reply(b"FOUND", 1, b"") == b"FOUND 1 0\r\n\r\n"
+
+
+NUMBERS = [0, 1, 9, 10, 99, 100, 101, 999_999, 1_000_000, 2**32, 2**63 - 1, 2**64 - 1]
+
+
+@pytest.mark.parametrize("size", [0, 1, 9, 10, 100, 65_535, 65_536])
+def test_job_reply_digits_as_printf(size: int) -> None:
+    """Compiled, the reply is written digit by digit into a bytes of its size: every number
+    of digits, for the id and the body's size, as `%d` prints it."""
+    body = bytes(range(256)) * (size // 256) + b"\r" * (size % 256)
+    for job_id in NUMBERS:
+        for word in (b"RESERVED", b"FOUND"):
+            expected = b"%s %d %d\r\n%s\r\n" % (word, job_id, size, body)
+            assert job_reply(word, job_id, body) == expected
+
+
+def test_put_reply() -> None:
+    for job_id in NUMBERS:
+        assert put_reply(job_id, True) == b"INSERTED %d\r\n" % job_id
+    assert put_reply(5, False) == b"OUT_OF_MEMORY\r\n"
 
 
 STATS_JOB_112 = (

@@ -31,7 +31,9 @@ class Poller(selectors.EpollSelector):
         _selector: select.epoll
         _fd_to_key: dict[int, SelectorKey]
 
-    @cython.locals(events=cython.long, mask=cython.long, epollin=cython.long, epollout=cython.long)
+    @cython.locals(
+        events=cython.long, mask=cython.long, epollin=cython.long, epollout=cython.long, keys=dict
+    )
     def select(self, timeout: float | None = None) -> list[tuple[SelectorKey, int]]:
         """The ready keys and what each is ready for (an error or hang-up as both, as
         `selectors` reports them); [] after a signal interrupted it."""

@@ -4,6 +4,7 @@ cimport cython
 from shardq.processes.serving.conn cimport Conn
 from shardq.processes.serving.state cimport ServingState
 from shardq.processes.serving.home cimport can_serve_home, serve_home
+from shardq.processes.common cimport sockio
 
 cpdef reply(ServingState self, Conn conn, bytes data)
 cpdef flush_output(ServingState self)

@@ -8,9 +8,11 @@ import logging
 import selectors
 import socket
 import time
+from selectors import EVENT_READ, EVENT_WRITE
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import MAX_SERVING, tube_shard
+from shardq.processes.common import sockio
 from shardq.processes.common.door import NOT_NOW, is_tls, tls_not_now, turned_away
 from shardq.processes.serving import handoff, shedding
 from shardq.processes.serving.conn import BUSY, CLOSED, CLOSING, IDLE, PIPING, Conn, CrossReserve
@@ -75,10 +77,10 @@ def flush_output(self: ServingProcess) -> None:
     moves = self.serving > 1
     for conn in list(self.dirty):
         if conn.phase is CLOSING:
-            self.write(conn)
+            write(self, conn)
             self.close(conn)
         elif not (moves and conn.away is not False and self.move_home(conn)):
-            self.write(conn)  # (away False: known to be at home, should_move)
+            write(self, conn)  # (away False: known to be at home, should_move)
     self.dirty.clear()
 
 
@@ -92,7 +94,7 @@ def write(self: ServingProcess, conn: Conn) -> None:
     if conn.phase is CLOSED or not conn.out:
         return
     try:
-        sent = conn.sock.send(conn.out)
+        sent = sockio.send(conn.sock, conn.fd, conn.out)
     except NOT_NOW:
         sent = 0
     except OSError as e:
@@ -101,7 +103,7 @@ def write(self: ServingProcess, conn: Conn) -> None:
             return
         sent = 0
     del conn.out[:sent]
-    if bool(conn.out) != bool(conn.events & selectors.EVENT_WRITE):  # epoll_ctl on a change
+    if bool(conn.out) != bool(conn.events & EVENT_WRITE):  # epoll_ctl on a change
         self.interest(conn)
 
 
@@ -111,8 +113,8 @@ def interest(self: ServingProcess, conn: Conn) -> None:
     has not taken all its output. epoll_ctl only on a change."""
     if conn.phase is CLOSED:
         return
-    events = (0 if conn.paused or conn.eof or conn.leaving else selectors.EVENT_READ) | (
-        selectors.EVENT_WRITE if conn.out else 0
+    events = (0 if conn.paused or conn.eof or conn.leaving else EVENT_READ) | (
+        EVENT_WRITE if conn.out else 0
     )
     if events == conn.events:
         return
@@ -237,7 +239,7 @@ def read(self: ServingProcess, conn: Conn) -> None:
     if conn.handshaking and not self.handshake(conn):
         return
     try:
-        n = conn.sock.recv_into(self.rbuf)
+        n = sockio.recv_into(conn.sock, conn.fd, self.rbuf)
     except NOT_NOW:
         return
     except OSError as e:
@@ -263,7 +265,7 @@ def read(self: ServingProcess, conn: Conn) -> None:
     used = 0
     if self.home_ok and can_serve_home(self, conn):  # the fast path (home.py)
         try:
-            data = bytes(self.rview[:n])
+            data = sockio.head(self.rbuf, n)
         except MemoryError:  # out of memory: the general path answers (shedding.py)
             data = b""
         used = serve_home(self, conn, data)
@@ -334,6 +336,7 @@ def close(self: ServingProcess, conn: Conn) -> None:
     if conn.handshaking:
         self.handshakes.pop(conn, None)
     conn.sock.close()
+    conn.fd = -1  # its number may be the next socket's
     conn.out = bytearray()  # answers still under way may keep `conn` a while: not its output
     if isinstance(conn.waiting, CrossReserve):
         self.finish_cross(conn.waiting, None)

@@ -5,6 +5,7 @@ from shardq.protocol.parser cimport Parser
 cdef class Conn:
     cdef public object id
     cdef public object sock
+    cdef public long fd
     cdef public Parser parser
     cdef public object max_job_size
     cdef public bytearray out

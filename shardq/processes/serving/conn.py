@@ -10,6 +10,7 @@ from typing import Any
 
 from shardq.engine.engine import SAFETY_MARGIN
 from shardq.engine.reserve import Offer
+from shardq.processes.common.sockio import plain_fd
 from shardq.processes.shard.core import LOCAL_PEER
 from shardq.protocol import commands as c
 from shardq.protocol import proto
@@ -62,6 +63,7 @@ class Conn:
     __slots__ = (
         "id",
         "sock",
+        "fd",
         "parser",
         "max_job_size",
         "out",
@@ -91,6 +93,9 @@ class Conn:
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
         self.id = conn_id
         self.sock = sock
+        #: the descriptor its reads and writes go to (sockio.py); -1: through `sock`'s own
+        #: methods (TLS), or closed
+        self.fd = plain_fd(sock)
         self.handshaking = False  # a TLS connection whose handshake is not done yet
         self.parser = proto.Parser(max_job_size)
         self.max_job_size = max_job_size  #: its parser's, read by the fast path (home.py)

@@ -44,6 +44,7 @@ from shardq.processes.serving import (
     waiting,
 )
 from shardq.processes.serving.clients import PRIVATE
+from shardq.processes.serving.clients import read as read_client
 from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
 from shardq.processes.shard.ops import COUNTS
@@ -173,7 +174,7 @@ class ServingProcess(ServingState):
                 if mask & EVENT_WRITE:
                     self.dirty.add(data)  # written by flush_output, which also moves it home
                 if mask & EVENT_READ and data.phase is not CLOSED:
-                    self.read(data)
+                    read_client(self, data)  # (compiled: a C call, loop.pxd)
             elif data is None:
                 self.accept()
             elif data is PRIVATE:

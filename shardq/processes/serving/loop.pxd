@@ -1,0 +1,3 @@
+# Types for the compiled build of loop.py (Cython reads this beside loop.py; the pure build
+# ignores it): a client's read called as a C function from the turn.
+from shardq.processes.serving.clients cimport read as read_client
