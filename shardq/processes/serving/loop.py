@@ -29,6 +29,7 @@ import functools
 import selectors
 import time
 from selectors import EVENT_READ, EVENT_WRITE
+from typing import TYPE_CHECKING
 
 from shardq.cluster import wire
 from shardq.processes.common import collector, lifeline, wakeup
@@ -49,6 +50,11 @@ from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 
 class ServingProcess(ServingState):
@@ -166,15 +172,17 @@ class ServingProcess(ServingState):
         if self.dirty:
             self.flush_output()
 
+    @cython.locals(conn=Conn, mask=cython.long)
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         inbox = None
         for key, mask in events:
             data = key.data
             if type(data) is Conn:  # the most of them: first
+                conn = data  # (compiled: its fields read as a C struct's)
                 if mask & EVENT_WRITE:
-                    self.dirty.add(data)  # written by flush_output, which also moves it home
-                if mask & EVENT_READ and data.phase is not CLOSED:
-                    read_client(self, data)  # (compiled: a C call, loop.pxd)
+                    self.dirty.add(conn)  # written by flush_output, which also moves it home
+                if mask & EVENT_READ and conn.phase is not CLOSED:
+                    read_client(self, conn)  # (compiled: a C call, loop.pxd)
             elif data is None:
                 self.accept()
             elif data is PRIVATE:
