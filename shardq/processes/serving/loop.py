@@ -145,6 +145,7 @@ class ServingProcess(ServingState):
     sleep_s = waiting.sleep_s
     poll_briefly = waiting.poll_briefly
 
+    @cython.locals(self=ServingState)  # (compiled: its state read as a C struct's)
     def turn(self) -> None:
         """One turn of the loop: wait for input, run due timers, the clients' commands, the
         peers' replies and the hosted shard's requests, commit the log, send. With one
@@ -172,7 +173,7 @@ class ServingProcess(ServingState):
         if self.dirty:
             self.flush_output()
 
-    @cython.locals(conn=Conn, mask=cython.long)
+    @cython.locals(self=ServingState, conn=Conn, mask=cython.long)
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         inbox = None
         for key, mask in events:
@@ -196,6 +197,7 @@ class ServingProcess(ServingState):
         if inbox is not None:  # after the clients: a close they sent is seen before
             self.adopt(inbox)  # the commands of a connection that arrived with it
 
+    @cython.locals(self=ServingState)
     def run_hosted(self, server: ShardServer) -> None:
         """Apply the requests for the hosted shard, and whatever their answers lead to, until
         nothing is left; commit its log; only then may this turn's replies go out. Replies

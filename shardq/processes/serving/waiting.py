@@ -17,15 +17,22 @@ from typing import TYPE_CHECKING
 
 from shardq.engine.job import NS
 from shardq.processes.common import lifeline
+from shardq.processes.serving.state import ServingState
 
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 RETRY_S = 0.002  #: how soon a batch the peer could not take yet is tried again
 SPIN_MAX_CONNS = 4  #: poll_briefly only with at most this many client connections
 SPIN_MAX_SKIP = 64  #: after misses, poll_briefly sits out at most this many busy turns
 
 
+@cython.locals(self=ServingState)  # (compiled: the state read as a C struct's)
 def wait(self: ServingProcess) -> list[tuple[selectors.SelectorKey, int]]:
     """This turn's events: at once if the client's next command is already here (after
     a busy turn, with few clients: what poll_briefly would find first, so the sleep's
@@ -57,6 +64,7 @@ def wait(self: ServingProcess) -> list[tuple[selectors.SelectorKey, int]]:
     return self.sel.select(timeout)
 
 
+@cython.locals(self=ServingState)
 def sleep_s(self: ServingProcess) -> float:
     """How long the loop may sleep: until the next timer, at most CHECK_EVERY_S; 0 when
     something is left to do now."""
@@ -88,6 +96,7 @@ def sleep_s(self: ServingProcess) -> float:
     return timeout
 
 
+@cython.locals(self=ServingState)
 def poll_briefly(
     self: ServingProcess, polled: bool = False
 ) -> list[tuple[selectors.SelectorKey, int]]:
