@@ -37,3 +37,4 @@ cdef class EngineCore:
     cpdef _unreserve(self, Job job, job_id=*)
     cpdef tuple _reserve(self, Job job, conn, now, str op=*)
     cpdef _best_job(self, tubes, now)
+    cpdef bint due(self, now)

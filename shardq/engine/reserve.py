@@ -161,8 +161,7 @@ class Reserving(EngineCore):
         An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
         deadlines to the serving process.
         """
-        timers = self.timers
-        if timers and timers[0][0] <= now:  # (what tick checks first: a call saved)
+        if self.due(now):
             self.tick(now)  # a pause that just ended serves the waiters that came first
         job = self._best_job(tubes, now)
         if job is not None:

@@ -13,7 +13,8 @@ errno (`BlockingIOError` when the kernel has nothing to give or no room), raised
 way by both paths.
 
 `fd` is the caller's record of the socket's descriptor (`plain_fd`); it must be -1 once the
-socket is closed, or a read could reach whichever socket took the number next.
+socket is closed, or a read could reach whichever socket took the number next
+(`Conn.close_socket` does both).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorator
 else:  # compiled: Cython reads the decorators (and imports nothing at run time)
     import cython
 
-# The compiled build's C names (c_read, c_write, errno, EINTR) come from sockio.pxd, which
+# The compiled build's C names (c_read, c_write, errno) come from sockio.pxd, which
 # only Cython reads: the pure build never reaches the branches that use them.
 
 

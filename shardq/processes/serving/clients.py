@@ -335,8 +335,7 @@ def close(self: ServingProcess, conn: Conn) -> None:
     self.unlist(conn)
     if conn.handshaking:
         self.handshakes.pop(conn, None)
-    conn.sock.close()
-    conn.fd = -1  # its number may be the next socket's
+    conn.close_socket()
     conn.out = bytearray()  # answers still under way may keep `conn` a while: not its output
     if isinstance(conn.waiting, CrossReserve):
         self.finish_cross(conn.waiting, None)

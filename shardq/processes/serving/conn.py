@@ -127,6 +127,13 @@ class Conn:
         self.leaving = False
         self.moves = 0  # how often it was handed to another serving process (handoff.py)
 
+    def close_socket(self) -> None:
+        """Close this process's descriptor of the client (the connection itself stays open
+        where another process holds one); `fd` is -1 from now on, since its number may be
+        the next socket's."""
+        self.sock.close()
+        self.fd = -1
+
     def step(self, event: str) -> None:
         """Move to the next phase (STEPS); an event the phase does not allow is a bug."""
         self.phase = STEPS[(self.phase, event)]

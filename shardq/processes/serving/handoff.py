@@ -348,8 +348,7 @@ def answered(self: ServingProcess, kind: int, ticket: int) -> None:
 def let_go(self: ServingProcess, conn: Conn) -> None:
     """Taken by its new owner: close our descriptor and leave no trace of the old id."""
     conn.step("close")
-    conn.sock.close()  # our descriptor only: the new owner's keeps the connection open
-    conn.fd = -1
+    conn.close_socket()  # our descriptor only: the new owner's keeps the connection open
     for shard in conn.shards:  # nothing is held, but leave no trace of the old id
         self.request(shard, ops.DISCONNECT, conn, DisconnectArgs(False, False), None)
     self.handovers.handed_off += 1

@@ -32,6 +32,7 @@ from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from shardq.cluster import wire
+from shardq.engine.core import EngineCore
 from shardq.processes.common import collector, lifeline, wakeup
 from shardq.processes.common.links import Dealer
 from shardq.processes.serving import (
@@ -145,7 +146,7 @@ class ServingProcess(ServingState):
     sleep_s = waiting.sleep_s
     poll_briefly = waiting.poll_briefly
 
-    @cython.locals(self=ServingState)  # (compiled: its state read as a C struct's)
+    @cython.locals(self=ServingState, engine=EngineCore)  # (compiled: C structs)
     def turn(self) -> None:
         """One turn of the loop: wait for input, run due timers, the clients' commands, the
         peers' replies and the hosted shard's requests, commit the log, send. With one
@@ -156,8 +157,8 @@ class ServingProcess(ServingState):
         hosted = self.hosted
         if hosted is not None:  # timers before new commands
             engine = hosted.core.engine
-            timers, now = engine.timers, monotonic_ns()
-            if timers and timers[0][0] <= now:  # (what tick checks first: a call saved)
+            now = monotonic_ns()
+            if engine.due(now):
                 engine.tick(now)
         if self.backlog:
             self.run_backlog()  # what the last turn left, before anything new is read

@@ -13,10 +13,11 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
+from shardq.engine.core import EngineCore
 from shardq.engine.engine import Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
@@ -33,6 +34,11 @@ from shardq.processes.shard.optable import OPS, Payload
 from shardq.processes.shard.settling import Settling
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +196,7 @@ class ShardCore(Direct):
             return None  # answered when settled, or when the tube opens (UNHOLD)
         return op.apply(self, peer, req.rid, req.conn, req.args, now)
 
+    @cython.locals(engine=EngineCore)  # (compiled: `due` a C call)
     def take_events(self, now: int, out: Outbox) -> None:
         """Run the timers; what the engine answered on its own goes into `out`."""
         if self.settling is not None and self.settling.done(now):
@@ -197,8 +204,7 @@ class ShardCore(Direct):
         if self.closing.holds or self.closing.lifted:
             self.end_holds(now, out)
         engine = self.engine
-        timers = engine.timers
-        if timers and timers[0][0] <= now:  # (what tick checks first: a call saved)
+        if engine.due(now):
             engine.tick(now)
         if engine.events:
             self.route_events(out)
