@@ -42,6 +42,7 @@ COMPILED = (
     "shardq.protocol.replies",
     "shardq.cluster.routing",
     "shardq.cluster.wire",
+    "shardq.processes.common.clock",
     "shardq.processes.common.heads",
     "shardq.processes.common.links",
     "shardq.processes.common.poller",

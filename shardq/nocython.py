@@ -24,13 +24,23 @@ class NoCython:
     """The part of Cython's `cython` module the typed modules use."""
 
     compiled = False  #: a branch under ``if not cython.compiled`` is the pure build's own
-    long = Py_ssize_t = int  #: C types named in ``locals``: plain ints, uncompiled
+    long = longlong = Py_ssize_t = int  #: C types named in ``locals``: plain ints, uncompiled
     p_char = bytes  #: a C pointer to bytes (`cast` names it): only compiled branches use it
     NULL = None  #: C's null pointer, as compiled branches pass it
 
     @staticmethod
     def cast(_type: object, value: Any) -> Any:
         """A C cast, reached only in branches the compiled build alone runs."""
+        return value
+
+    @staticmethod
+    def declare(_type: object) -> Any:
+        """A C variable, declared only in branches the compiled build alone runs."""
+        return None
+
+    @staticmethod
+    def address(value: Any) -> Any:
+        """A C pointer to a variable, taken only in branches the compiled build alone runs."""
         return value
 
     @staticmethod

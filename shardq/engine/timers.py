@@ -23,7 +23,7 @@ from shardq.engine.core import (
     TIMERS_MIN_BOUND,
     EngineCore,
 )
-from shardq.engine.job import ST_DELAYED, ST_RESERVED, TIMEOUT, Job
+from shardq.engine.job import ID_MASK, ST_DELAYED, ST_RESERVED, TIMEOUT, Job
 from shardq.engine.tube import Tube
 
 if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
@@ -49,14 +49,31 @@ class Timers(EngineCore):
 
     __slots__ = ()  # the state is EngineCore's
 
+    @cython.locals(self=EngineCore, job=Job, jobs=dict, kept=list)
     def _compact_timers(self) -> None:
         """Drop the timers that can no longer do anything. A timer is not removed when its
         reason goes (a reserved job deleted, a delayed job kicked): it is checked when it
         fires. Under steady load that would keep one dead entry per reserve for a whole
         TTR; rebuilding when the heap doubles keeps it within twice the live timers, at an
         amortised O(1) per timer."""
-        self.timers = [t for t in self.timers if self._timer_live(t[0], t[2], t[3])]
-        heapq.heapify(self.timers)
+        jobs = self.jobs
+        kept = []
+        for timer in self.timers:
+            when, _stamp, kind, key = timer
+            if kind == T_TTR:  # the most of them: checked here, without two calls
+                job = jobs.get(key)
+                # still reserved, and by the reserve that set it (its deadline's bits)
+                if (
+                    job is None
+                    or job.state != ST_RESERVED
+                    or (job.hold >> 64) & ID_MASK != (when - 1) & ID_MASK
+                ):
+                    continue
+            elif not self._timer_live(when, kind, key):
+                continue
+            kept.append(timer)
+        heapq.heapify(kept)
+        self.timers = kept
         self._timers_bound = max(TIMERS_MIN_BOUND, 2 * len(self.timers))
 
     def _timer_live(self, when: int, kind: int, key: Any) -> bool:

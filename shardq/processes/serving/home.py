@@ -19,12 +19,12 @@ The turn that served them commits the hosted shard's log before any output leave
 
 from __future__ import annotations
 
-from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from shardq.cluster.routing import TubeShards
 from shardq.engine.job import NS
 from shardq.engine.reserve import Reserved
+from shardq.processes.common.clock import monotonic
 from shardq.processes.serving.conn import IDLE, Conn
 from shardq.protocol.parser import INT_MAX, MAX_LINE, U32_MAX
 
@@ -43,6 +43,10 @@ RESERVED_FIELDS = len(Reserved._fields)  #: a reserve answered with a job (else 
 #: the most digits a number of the fast path has (the parser takes longer ones: below 2**63)
 DIGITS_MAX = 18
 SPACE = 32
+#: the parser's bounds, as the fast path compares them (compiled: C integers, home.pxd)
+FIELD_MAX = U32_MAX  #: pri, delay and ttr at most
+TIMEOUT_MAX = INT_MAX  #: a reserve-with-timeout's seconds at most
+LINE_MAX = MAX_LINE  #: a command line's bytes at most
 
 
 def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
@@ -64,9 +68,9 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     core = self.hosted.core
     home = self.hosted_index
     out = conn.out
-    starts = data.startswith
+    line = PUT_LINE  # a put line's numbers (one object for every put: none made per put)
     end = len(data)
-    now = monotonic_ns()
+    now = monotonic()
     max_output = self.max_output
     tube_shards = self.tube_shards
     ids = self.ids  # IdLeases: its methods called through it (no bound method made per read)
@@ -74,48 +78,46 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     try:  # out of memory, the command at `pos` is left to the general path (which
         # answers a put it cannot hold OUT_OF_MEMORY: shedding.py)
         while pos < end:
-            nl = line_end(data, pos, pos + MAX_LINE)
+            nl = line_end(data, pos, pos + LINE_MAX)
             if nl < 0:
                 break
             first = data[pos]
             if first == P:
-                if not starts(b"put ", pos):
+                if not has(data, pos, b"put ") or not put_numbers(data, pos + 4, nl, line):
                     break
-                numbers = put_numbers(data, pos + 4, nl)
-                if numbers is None:
-                    break
-                pri, delay, ttr, size = numbers
+                size = line.size
                 if size > conn.max_job_size:
                     break  # too big: the parser answers it
                 start = nl + 2
                 stop = start + size
-                if stop + 2 > end or not starts(CRLF, stop):
+                if stop + 2 > end or not has(data, stop, CRLF):
                     break  # incomplete (the parser waits for the rest), or no CRLF
                 tube = conn.use
-                if (
-                    pri > U32_MAX
-                    or delay > U32_MAX
-                    or ttr > U32_MAX
-                    or self.draining
-                    or tube_shards[tube] != home
-                ):
+                if self.draining or tube_shards[tube] != home:
                     break
                 job_id = ids.take(home)
                 if job_id is None:
                     break  # a block is being leased: the general path waits for it
                 reply = core.put_local(
-                    job_id, self.put_stamp(), tube, pri, delay, ttr, data[start:stop], now
+                    job_id,
+                    self.put_stamp(),
+                    tube,
+                    line.pri,
+                    line.delay,
+                    line.ttr,
+                    data[start:stop],
+                    now,
                 )
                 self.home_puts += 1
                 conn.producer = True
                 pos = stop + 2
                 out += reply
             elif first == R:
-                if nl == pos + 7 and starts(b"reserve", pos):
+                if nl == pos + 7 and has(data, pos, b"reserve"):
                     timeout = -1
-                elif starts(b"reserve-with-timeout ", pos):
+                elif has(data, pos, b"reserve-with-timeout "):
                     timeout = number(data, pos + TIMEOUT_AT, nl)
-                    if timeout < 0 or timeout > INT_MAX:
+                    if timeout < 0 or timeout > TIMEOUT_MAX:
                         break
                 else:
                     break
@@ -148,7 +150,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     _kind, reply = payload  # engine.Final
                 out += reply
             elif first == D:
-                if not starts(b"delete ", pos):
+                if not has(data, pos, b"delete "):
                     break
                 job_id = number(data, pos + 7, nl)
                 if job_id < 0 or ids.job_shard(job_id) != home:
@@ -169,9 +171,10 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
 
 def all_home(tube_shards: TubeShards, tubes: list[str], home: int) -> bool:
     """Do all these tubes live on the hosted shard?"""
-    if len(tubes) == 1:
-        return tube_shards[tubes[0]] == home
-    return all(tube_shards[tube] == home for tube in tubes)
+    for tube in tubes:  # noqa: SIM110 - a C loop compiled (`all()`: a generator, a closure)
+        if tube_shards[tube] != home:
+            return False
+    return True
 
 
 def line_end(data: bytes, start: int, stop: int) -> int:
@@ -204,17 +207,44 @@ def number(data: bytes, start: int, stop: int) -> int:
     return value
 
 
-def put_numbers(data: bytes, start: int, stop: int) -> tuple[int, int, int, int] | None:
-    """pri, delay, ttr and size from a put line's `data[start:stop]` ("0 0 60 5"): four
-    numbers as `number` takes them, one space apart; None for anything else (the parser's)."""
+class PutLine:
+    """The numbers of a put line, as `put_numbers` leaves them (compiled: C fields)."""
+
+    __slots__ = ("pri", "delay", "ttr", "size")
+
+    def __init__(self) -> None:
+        self.pri = self.delay = self.ttr = self.size = 0
+
+
+PUT_LINE = PutLine()  #: the one `serve_home` fills
+
+
+def has(data: bytes, pos: int, word: bytes) -> bool:
+    """Does `data` hold `word` at `pos`? (`bytes.startswith`, without its call.)"""
+    if not cython.compiled:
+        return data.startswith(word, pos)
+    n = len(word)
+    if pos < 0 or pos + n > len(data):
+        return False
+    for i in range(n):  # noqa: SIM110 - a C loop compiled; `all()` would make a generator
+        if data[pos + i] != word[i]:
+            return False
+    return True
+
+
+def put_numbers(data: bytes, start: int, stop: int, line: PutLine) -> bool:
+    """pri, delay, ttr and size from a put line's `data[start:stop]` ("0 0 60 5") into
+    `line`: four numbers as `number` takes them, one space apart, pri, delay and ttr below
+    2**32; False for anything else (the parser's: it answers what the fast path leaves)."""
     if not cython.compiled:
         fields = data[start:stop].split(b" ")
         if len(fields) != 4:
-            return None
+            return False
         pri, delay, ttr, size = [number(field, 0, len(field)) for field in fields]
-        if pri < 0 or delay < 0 or ttr < 0 or size < 0:
-            return None
-        return pri, delay, ttr, size
+        if min(pri, delay, ttr, size) < 0 or max(pri, delay, ttr) > FIELD_MAX:
+            return False
+        line.pri, line.delay, line.ttr, line.size = pri, delay, ttr, size
+        return True
     pri = delay = ttr = 0
     value = 0
     digits = 0
@@ -222,8 +252,8 @@ def put_numbers(data: bytes, start: int, stop: int) -> tuple[int, int, int, int]
     for i in range(start, stop):
         c = data[i]
         if c == SPACE:
-            if digits == 0 or n == 3:
-                return None
+            if digits == 0 or n == 3 or value > FIELD_MAX:
+                return False
             if n == 0:
                 pri = value
             elif n == 1:
@@ -237,7 +267,11 @@ def put_numbers(data: bytes, start: int, stop: int) -> tuple[int, int, int, int]
             value = value * 10 + (c - 48)
             digits += 1
         else:
-            return None
+            return False
     if digits == 0 or n != 3:
-        return None
-    return pri, delay, ttr, value
+        return False
+    line.pri = pri
+    line.delay = delay
+    line.ttr = ttr
+    line.size = value
+    return True

@@ -1,5 +1,11 @@
 # Typed layout of ids.py's IdLeases for the compiled build (Cython reads this beside ids.py).
 
+cimport cython
+
+from shardq.cluster.routing cimport id_block
+
+cdef long long HALF_BLOCK
+
 cdef class IdLeases:
     cdef public object shard_count
     cdef public object ask

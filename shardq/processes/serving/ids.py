@@ -20,7 +20,13 @@ from shardq.processes.serving.conn import COORDINATOR, Conn
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
 
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
+
 SPARE_BLOCKS = 4  #: id blocks leased ahead per shard
+HALF_BLOCK = ID_BLOCK // 2  #: a block half used: the next one is leased ahead
 
 
 class IdLeases:
@@ -42,6 +48,7 @@ class IdLeases:
         self.waiters: dict[int, list[Callable[[], None]]] = {}  # shard -> puts waiting
         self.loaded = False  # the coordinator's table of blocks is in (`load`)
 
+    @cython.locals(job_id=cython.longlong, end=cython.longlong)
     def take(self, shard: int) -> int | None:
         """The next id of the shard's block (leasing the next block ahead when half of this
         one is used), or None while a block has to be leased first."""
@@ -56,7 +63,7 @@ class IdLeases:
             job_id, end = ids.start, ids.stop
             self.end_id[shard] = end
         self.next_id[shard] = job_id + 1
-        if end - job_id < ID_BLOCK // 2:
+        if end - job_id < HALF_BLOCK:
             self.lease(shard)
         return job_id
 
@@ -106,7 +113,7 @@ class IdLeases:
     def job_shard(self, job_id: int) -> int:
         """The shard of an id: its block's, from the table of blocks leased before the rule
         (routing.block_shard) or by this process, else by the rule."""
-        block = id_block(job_id)
+        block = id_block(job_id)  # (compiled: a C call, routing.pxd)
         shard = self.blocks.get(block)
         return block_shard(block, self.shard_count) if shard is None else shard
 

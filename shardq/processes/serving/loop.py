@@ -28,12 +28,12 @@ from __future__ import annotations
 import functools
 import selectors
 from selectors import EVENT_READ, EVENT_WRITE
-from time import monotonic_ns
 from typing import TYPE_CHECKING
 
 from shardq.cluster import wire
 from shardq.engine.core import EngineCore
 from shardq.processes.common import collector, lifeline, wakeup
+from shardq.processes.common.clock import monotonic
 from shardq.processes.common.links import Dealer
 from shardq.processes.serving import (
     clients,
@@ -157,7 +157,7 @@ class ServingProcess(ServingState):
         hosted = self.hosted
         if hosted is not None:  # timers before new commands
             engine = hosted.core.engine
-            now = monotonic_ns()
+            now = monotonic()
             if engine.due(now):
                 engine.tick(now)
         if self.backlog:
@@ -169,7 +169,7 @@ class ServingProcess(ServingState):
         if self.retrying:
             self.retry_links()
         if self.timers:
-            self.run_timers(monotonic_ns())
+            self.run_timers(monotonic())
         if hosted is not None:
             self.run_hosted(hosted)
         if self.outq or self.retry_soon or self.handovers.answers:
@@ -208,7 +208,7 @@ class ServingProcess(ServingState):
         and engine events reach on_replies in the order they happened (see
         ShardCore.handle_into), events of commands applied directly (call) included."""
         core, index, out = server.core, self.hosted_index, self.hosted_out
-        now = monotonic_ns()  # turn() ran the timers before reading the clients
+        now = monotonic()  # turn() ran the timers before reading the clients
         router = server.router
         if router in self.touched or server.held():
             self.touched.discard(router)  # what receive leaves, held() says
@@ -217,7 +217,7 @@ class ServingProcess(ServingState):
                 # a `stats` counts what happened before it: take in what the clients sent
                 # before the question reached us (a close on another connection, say)
                 self.handle_events(self.sel.select(0))
-                now = monotonic_ns()
+                now = monotonic()
             server.handle(batches, now, out)
         handle_into = core.handle_into
         while True:
@@ -235,7 +235,7 @@ class ServingProcess(ServingState):
                 self.on_replies(local)  # may run more commands for the hosted shard
             elif not batch:
                 break
-            now = monotonic_ns()
+            now = monotonic()
         core.commit()
         if out:
             server.send_replies(out)

@@ -1,5 +1,7 @@
 # Typed layout of state.py's ServingState for the compiled build.
 
+cimport cython
+from shardq.processes.common.clock cimport wall
 from shardq.processes.serving.ids cimport IdLeases
 
 cdef class ServingState:
@@ -28,7 +30,7 @@ cdef class ServingState:
     cdef public IdLeases ids
     cdef public object index
     cdef public dict inflight
-    cdef public object last_stamp
+    cdef public long long last_stamp
     cdef public object listener
     cdef public object max_clients
     cdef public object max_connections
@@ -69,5 +71,6 @@ cdef class ServingState:
     cdef public object up
     cdef public object worked
 
-    cpdef put_stamp(self)
+    @cython.locals(stamp=cython.longlong)
+    cpdef long long put_stamp(self) except? -1
     cpdef new_rid(self)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.cluster.routing import MAX_SERVING, TubeShards, tagged
 from shardq.cluster.wire import Request
 from shardq.processes.common import links, live
+from shardq.processes.common.clock import wall
 from shardq.processes.common.heads import PeerHeads
 from shardq.processes.common.links import Dealer, Router
 from shardq.processes.common.listener import Network, parse_networks
@@ -178,8 +179,11 @@ class ServingState:
 
     def put_stamp(self) -> int:
         """A strictly increasing put-order stamp (wall-clock ns: it orders across restarts)."""
-        self.last_stamp = max(time.time_ns(), self.last_stamp + 1)
-        return self.last_stamp
+        stamp = wall()  # (compiled: the C library's clock)
+        if stamp <= self.last_stamp:
+            stamp = self.last_stamp + 1
+        self.last_stamp = stamp
+        return stamp
 
     def new_rid(self) -> int:
         """A request id unique across serving processes (its low bits: this one's index)."""
