@@ -4,6 +4,7 @@
 from shardq.processes.common.clock cimport monotonic
 cimport cython
 from shardq.processes.serving.conn cimport Conn
+from shardq.processes.shard.direct cimport Direct
 from shardq.processes.serving.state cimport ServingState
 
 cpdef bint can_serve_home(ServingState self, Conn conn)
@@ -20,7 +21,7 @@ cdef class PutLine:
 cdef PutLine PUT_LINE
 
 @cython.locals(pos=Py_ssize_t, nl=Py_ssize_t, end=Py_ssize_t, start=Py_ssize_t,
-               stop=Py_ssize_t, first=Py_ssize_t, out=bytearray, line=PutLine,
+               stop=Py_ssize_t, first=Py_ssize_t, out=bytearray, line=PutLine, core=Direct,
                size=cython.longlong)
 cpdef Py_ssize_t serve_home(ServingState self, Conn conn, bytes data)
 

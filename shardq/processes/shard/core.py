@@ -28,7 +28,7 @@ from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.direct import LOCAL_PEER, Direct
-from shardq.processes.shard.holding import Answered, Outbox
+from shardq.processes.shard.holding import Answered, Holding, Outbox
 from shardq.processes.shard.logfault import LogFault
 from shardq.processes.shard.optable import OPS, Payload
 from shardq.processes.shard.settling import Settling
@@ -43,7 +43,7 @@ else:  # compiled: Cython reads the decorators (and imports nothing at run time)
 log = logging.getLogger(__name__)
 
 
-class ShardCore(Direct):
+class ShardCore(Direct, Holding):
     """The engine of one shard with its logs; knows which peer waits for which reserve."""
 
     def __init__(

@@ -1,3 +1,19 @@
 # For the compiled build of direct.py (Cython reads this beside direct.py; the pure build
-# ignores it): a put's reply made by a C call.
+# ignores it): the state the direct calls read, as a C struct (ShardCore's first base), the
+# calls themselves as C functions for the fast path (serving/home.py), a put's reply made
+# by a C call.
 from shardq.protocol.replies cimport put_reply
+
+cdef class Direct:
+    cdef public object index
+    cdef public object engine
+    cdef public object wal
+    cdef public object quota
+    cdef public object log_fault
+    cdef public object settling
+    cdef public object closing
+    cdef public dict waiting_peer
+
+    cpdef bytes put_local(self, job_id, seq, str tube, pri, delay, ttr, bytes body, now)
+    cpdef bytes delete_local(self, conn, job_id, now)
+    cpdef reserve_local(self, conn, rid, tuple tubes, now, timeout_at, soon_at)

@@ -12,19 +12,38 @@ from typing import TYPE_CHECKING, Any
 from shardq.cluster.wire import Request
 from shardq.processes.common import outofmemory
 from shardq.processes.shard import ops
-from shardq.processes.shard.holding import Answered, Holding
+from shardq.processes.shard.holding import Answered
 from shardq.processes.shard.ops import ReserveArgs
 from shardq.processes.shard.optable import OPS, Payload
 from shardq.protocol import proto
 from shardq.protocol.replies import put_reply
+
+if TYPE_CHECKING:
+    from shardq.engine.engine import Engine
+    from shardq.processes.common.quota import Quota
+    from shardq.processes.shard.closing import Closing
+    from shardq.processes.shard.logfault import LogFault
+    from shardq.processes.shard.settling import Settling
+    from shardq.storage.wal import Wal
 
 log = logging.getLogger("shardq.processes.shard.core")
 
 LOCAL_PEER = b""  #: the peer identity of the hosting serving process's own requests
 
 
-class Direct(Holding):
-    """ShardCore's direct calls (a mixin: the attributes are ShardCore's)."""
+class Direct:
+    """ShardCore's direct calls, and the state they read (ShardCore's first base; compiled,
+    a C struct, direct.pxd: the fast path calls these as C functions, and their reads of
+    the shard's state are a struct's)."""
+
+    index: int
+    engine: Engine
+    wal: Wal | None
+    quota: Quota | None
+    log_fault: LogFault | None
+    settling: Settling | None
+    closing: Closing
+    waiting_peer: dict[int, bytes]
 
     if TYPE_CHECKING:
 
