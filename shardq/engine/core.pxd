@@ -1,5 +1,6 @@
 from shardq.engine.job cimport Job
 from shardq.engine.tube cimport Tube
+from shardq.protocol.replies cimport job_reply
 
 cdef class EngineCore:
     cdef public object _created
@@ -38,3 +39,9 @@ cdef class EngineCore:
     cpdef tuple _reserve(self, Job job, conn, now, str op=*)
     cpdef _best_job(self, tubes, now)
     cpdef bint due(self, now)
+    cpdef put(self, job_id, seq, str tube_name, pri, delay, ttr, bytes body, now)
+    cpdef bytes delete(self, conn, job_id, now, resent=*)
+    cpdef list _hand_over(self, Job job, conn, bint offer, now)
+    cpdef reserve(self, conn, rid, tubes, now, timeout_at, soon_at, bint offer=*)
+
+cpdef list reserved_fields(job_id, bytes body, deadline)

@@ -3,9 +3,10 @@
 `EngineCore` holds the tubes, jobs, waiters, timers and outputs of a shard, and the small
 moves a job makes between a tube's queues and a connection's hands. The concerns built on
 it are mixins of their own modules (timers.py, reserve.py, persist.py, policing.py,
-throttling.py, fanout.py, stats.py), put
-together by `Engine` (engine.py); a mixin calls another's methods only through the
-declarations at the end of this class.
+throttling.py, fanout.py, stats.py, refs.py), put together by `Engine` (engine.py); a
+mixin calls another's methods only through the declarations at the end of this class.
+The commands of the serving path's fast path (put, delete, reserve) are here, not in their
+mixins: compiled, they are then C calls from the serving process and from one another.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from shardq.engine.job import (
     RESERVE,
     ST_BURIED,
     ST_DELAYED,
+    ST_OFFERED,
     ST_READY,
     ST_RESERVED,
     TRANSITIONS,
@@ -32,6 +34,10 @@ from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
+from shardq.protocol.replies import DEADLINE_SOON, DELETED, NOT_FOUND, TIMED_OUT, job_reply
+
+if TYPE_CHECKING:
+    from shardq.engine.policy import Policy
 
 if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
     from shardq.nocython import cython
@@ -45,6 +51,11 @@ TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size (t
 
 # Timer kinds in the engine's heap (`_at`; what each does when it fires: timers.py).
 T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE, T_TOKEN = 1, 2, 3, 4, 5, 6
+
+
+def reserved_fields(job_id: int, body: bytes, deadline: int) -> list[Any]:
+    """What a reserve answers when it reserved a job: the fields of `reserve.Reserved`."""
+    return [RESERVED, job_reply(b"RESERVED", job_id, body), job_id, deadline]
 
 
 def _by_order(tube: Tube) -> tuple[int, int]:
@@ -110,15 +121,6 @@ class EngineCore:
                     self._restore_bucket(tube, now)
         return tube
 
-    def set_policies(self, policies: Policies, now: int | None = None) -> None:
-        """New per-tube policies (start-up, or a reload at `now`): every tube resolves its
-        own again. Jobs already past a lowered limit stay; the next put is refused (or
-        discards)."""
-        self.policies = policies
-        self.policed = bool(policies)
-        for tube in self.tubes.values():
-            tube.set_policy(policies.resolve(tube.name), now)
-
     @cython.locals(tube=Tube)
     def _gc(self, tube: Tube) -> None:
         """Drop a tube nothing refers to; the newest tube takes its list position (swap-remove)."""
@@ -138,41 +140,6 @@ class EngineCore:
             if last.order > tube.order:
                 last.order = tube.order
 
-    def ref(self, name: str, using: int, watching: int, now: int, origin: int = 0) -> None:
-        """A connection of serving process `origin` started or stopped using or watching a
-        tube (counted per origin too, so a restarted process's references can be dropped)."""
-        tube = self.ensure_tube(name, now)
-        tube.using += using
-        tube.watching += watching
-        refs = self.origin_refs.setdefault(origin, {})
-        counts = refs.get(name)
-        if counts is None:
-            counts = refs[name] = [0, 0]
-        counts[0] += using
-        counts[1] += watching
-        if not counts[0] and not counts[1]:
-            del refs[name]
-        self._gc(tube)
-
-    def move_refs(self, name: str, using: int, watching: int, old: int, new: int) -> None:
-        """A connection moved from serving process `old` to `new`: its references to a
-        tube now count under `new` (the tube's totals do not change)."""
-        for origin, sign in ((old, -1), (new, 1)):
-            refs = self.origin_refs.setdefault(origin, {})
-            counts = refs.setdefault(name, [0, 0])
-            counts[0] += sign * using
-            counts[1] += sign * watching
-            if not counts[0] and not counts[1]:
-                del refs[name]
-
-    def ready_head(self, name: str) -> tuple[int, int] | None:
-        """(priority, put order) of the tube's best ready job; None: none (or no tube)."""
-        tube = self.tubes.get(name)
-        if tube is None or not tube.ready.live:
-            return None
-        key = tube.ready.first()
-        return key >> 128, key >> 64 & ID_MASK
-
     def next_due(self) -> int | None:
         """When the first timer is due (it may be one left behind: never later than the
         first that matters); None: there is none."""
@@ -183,20 +150,6 @@ class EngineCore:
         a C call, before paying for `tick`'s.)"""
         timers = self.timers
         return bool(timers) and timers[0][0] <= now
-
-    def list_tubes(self) -> list[tuple[tuple[int, int], str]]:
-        return [(t.order, t.name) for t in self.tubes.values()]
-
-    def _note(self, now: int, event: str, job: Job, delay: int | None = None) -> None:
-        """A job event for the event log and the metrics; `delay`: the event's own (else the
-        job's: its put's, or its last release's)."""
-        if self.audit is not None:
-            delay = job.delay if delay is None else delay
-            self.audit.append(
-                (now, event, job.id, job.tube, job.pri, delay, job.ttr, len(job.body))
-            )
-        if self.timing is not None:
-            self.timing.note(now, event, job)
 
     @cython.locals(job=Job, tube=Tube)
     def _remove(self, job: Job, tube: Tube, now: int, job_id: int | None = None) -> None:
@@ -307,45 +260,143 @@ class EngineCore:
                 best = head
         return None if best is None else self.jobs[best & ID_MASK]
 
-    def _owned_by(self, job_id: int, conn: int) -> Job | None:
-        job = self.jobs.get(job_id)
-        if job is None or job.state != ST_RESERVED or job.hold >> 128 != conn:  # owner
-            return None
-        return job
+    # ------------------------------------------------- the fast path's commands
+    # (here, not in their mixins, so that the serving path calls them as C functions)
+    @cython.locals(job=Job, tube=Tube)
+    def put(
+        self,
+        job_id: int,
+        seq: int,
+        tube_name: str,
+        pri: int,
+        delay: int,
+        ttr: int,
+        body: bytes,
+        now: int,
+    ) -> bool:
+        """Take the job: True (INSERTED), or False when its tube's policy makes no room
+        for it (OUT_OF_MEMORY, nothing taken)."""
+        if job_id in self.jobs:  # a put resent after a restart that had already reached the log
+            return True
+        tube = self.ensure_tube(tube_name, now)
+        if tube.policy is not None and not self._make_room(tube, tube.policy, len(body), now):
+            self._gc(tube)
+            return False
+        job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
+        self.jobs[job_id] = job
+        tube.body_bytes += len(body)
+        if tube.policy is not None and tube.policy.max_age:
+            self._at(now + tube.policy.max_age * NS, T_AGE, job_id)
+        tube.total_jobs += 1
+        self.total_jobs += 1
+        self.live_bytes += len(body) + RECORD_OVERHEAD
+        if self.audit is not None or self.timing is not None:  # (_note: a call saved)
+            self._note(now, "put", job)
+        if delay > 0:
+            job.state = ST_DELAYED
+            self._delay(job, delay * NS, now)
+        else:
+            self._enqueue(job, now)
+        if self.wal_out is not None:
+            self.wal_out.append(self.full_record(job))
+        if tube.policy is not None and tube.policy.fanout:  # copies (fanout.py)
+            for copy_id, name in self._copies(tube_name):
+                # a member's policy may refuse one
+                tube.fanned += self.put(copy_id, seq, name, pri, delay, ttr, body, now)
+        return True
 
-    def _drop_waiter(self, waiter: Waiter) -> None:
-        del self.waiters[waiter.rid]
-        for name in waiter.tubes:
-            tube = self.tubes.get(name)
-            if tube is not None:
-                tube.waiters.pop(waiter.rid, None)
+    @cython.locals(job=Job, tube=Tube)
+    def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:
+        """`resent`: the serving process resends a delete of a job the connection held to a shard
+        that restarted; if the job is gone, the first try reached the log before the crash."""
+        job = self.jobs.get(job_id)
+        if job is None and resent:
+            return DELETED
+        if job is None or job.state == ST_OFFERED:
+            return NOT_FOUND
+        held = job.state == ST_RESERVED
+        if held:
+            if job.hold >> 128 != conn:  # job.owner
+                return NOT_FOUND
+            self._unreserve(job, job_id)
+        else:
+            self._unlink(job)
+        tube = self.tubes[job.tube]
+        self._remove(job, tube, now, job_id)
+        tube.cmd_delete += 1
+        if held and tube.throttle is not None:
+            self._freed(tube, now)  # max_reserved
+        if not (tube.using or tube.watching):  # else in use (Tube.in_use): a call saved
+            self._gc(tube)
+        return DELETED
+
+    @cython.locals(job=Job, tube=Tube)
+    def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
+        """The job to `conn`: reserved (the fields of `Reserved`), or offered (`Offer`'s)."""
+        if not offer:
+            job_id, deadline = self._reserve(job, conn, now)
+            return reserved_fields(job_id, job.body, deadline)
+        return self._offer(job, conn, now)  # reserve.py: the cross-shard path
+
+    @cython.locals(job=Job, tube=Tube)
+    def reserve(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+        offer: bool = False,
+    ) -> list[Any] | None:
+        """Answer a reserve now, or register it as a waiter and answer None. `soon_at`: when
+        the connection's soonest reserved job enters the safety margin (the serving process
+        knows every shard's reservations of the connection). An offer-mode reserve answers
+        WAITING instead of waiting silently, and leaves its deadlines to the serving process."""
+        if self.due(now):
+            self.tick(now)  # a pause that just ended serves the waiters that came first
+        job = self._best_job(tubes, now)
+        if job is not None:
+            return self._hand_over(job, conn, offer, now)
+        if soon_at is not None and now >= soon_at:
+            return [FINAL, DEADLINE_SOON]
+        if timeout_at is not None and now >= timeout_at:
+            return [FINAL, TIMED_OUT]
+        expire_at, reply = timeout_at, TIMED_OUT
+        if soon_at is not None and (expire_at is None or soon_at <= expire_at):
+            expire_at, reply = soon_at, DEADLINE_SOON
+        if offer:
+            expire_at = None
+        waiter = Waiter(conn, rid, tubes, offer, expire_at, reply)
+        self.waiters[rid] = waiter
+        for name in tubes:
+            self.ensure_tube(name, now).waiters[rid] = waiter
+        if expire_at is not None:
+            self._at(expire_at, T_WAIT, rid)
+        return [WAITING] if offer else None
 
     if TYPE_CHECKING:  # provided by the mixins Engine is made of
 
         def _compact_timers(self) -> None: ...  # timers.py
-
         def tick(self, now: int) -> None: ...  # timers.py
-
         def _serve_tube(self, tube: Tube, now: int) -> None: ...  # reserve.py
-
         def _serve_tubes(self, tubes: list[Tube], now: int) -> None: ...  # reserve.py
-
         def _persist(self, job: Job) -> None: ...  # persist.py
-
+        def full_record(self, job: Job) -> Record: ...  # persist.py
+        def set_policies(self, policies: Policies, now: int | None = None) -> None: ...  # refs.py
+        def _drop_waiter(self, waiter: Waiter) -> None: ...  # reserve.py
+        def _offer(self, job: Job, conn: int, now: int) -> list[Any]: ...  # reserve.py
+        def _delay(self, job: Job, delay: int, now: int) -> None: ...  # timers.py
+        def _copies(self, name: str) -> list[tuple[int, str]]: ...  # fanout.py
+        def _note(self, now: int, event: str, job: Job, delay: int | None = ...) -> None: ...
+        def _make_room(self, tube: Tube, policy: Policy, size: int, now: int) -> bool: ...
         # policing.py
         def _bury_instead(self, job: Job, now: int, timed_out: bool = False) -> bool: ...
-
         def _age_out(self, job_id: int, now: int) -> None: ...
-
         # throttling.py
         def _spend(self, tube: Tube, now: int) -> None: ...
-
         def _give_back(self, job: Job, now: int) -> None: ...
-
         def _freed(self, tube: Tube, now: int) -> None: ...
-
         def _token_due(self, name: str, when: int, opened: list[Tube]) -> None: ...
-
         def _keep_bucket(self, tube: Tube) -> None: ...
-
         def _restore_bucket(self, tube: Tube, now: int) -> None: ...

@@ -20,7 +20,7 @@ importable from here.
 from __future__ import annotations
 
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shardq.engine.core import (
     CANCELLED,
@@ -30,7 +30,6 @@ from shardq.engine.core import (
     RESERVED,
     TIMERS_MIN_BOUND,
     WAITING,
-    EngineCore,
 )
 from shardq.engine.fanout import Fanning
 from shardq.engine.job import (
@@ -40,25 +39,17 @@ from shardq.engine.job import (
     NS,
     RELEASE,
     ST_BURIED,
-    ST_DELAYED,
-    ST_OFFERED,
-    ST_RESERVED,
     Job,
 )
 from shardq.engine.policing import Policing
 from shardq.engine.records import RECORD_OVERHEAD
+from shardq.engine.refs import TubeRefs
 from shardq.engine.reserve import SAFETY_MARGIN, Reserving, reserved_payload
 from shardq.engine.stats import Stats
 from shardq.engine.throttling import Throttling
-from shardq.engine.timers import T_AGE, T_PAUSE, T_TTR, Timers
-from shardq.engine.tube import Tube
+from shardq.engine.timers import T_PAUSE, T_TTR, Timers
 from shardq.protocol import replies
-from shardq.protocol.replies import DELETED, NOT_FOUND
-
-if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
-    from shardq.nocython import cython
-else:  # compiled: Cython reads the decorators (and imports nothing at run time)
-    import cython
+from shardq.protocol.replies import NOT_FOUND
 
 __all__ = [
     "CANCELLED",
@@ -75,78 +66,10 @@ __all__ = [
 ]
 
 
-class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats):
+class Engine(Timers, Reserving, Policing, Throttling, Fanning, Stats, TubeRefs):
     """All tubes and jobs of one shard."""
 
     __slots__ = ()  # the state is EngineCore's
-
-    @cython.locals(self=EngineCore, job=Job, tube=Tube)
-    def put(
-        self,
-        job_id: int,
-        seq: int,
-        tube_name: str,
-        pri: int,
-        delay: int,
-        ttr: int,
-        body: bytes,
-        now: int,
-    ) -> bool:
-        """Take the job: True (INSERTED), or False when its tube's policy makes no room
-        for it (OUT_OF_MEMORY, nothing taken)."""
-        if job_id in self.jobs:  # a put resent after a restart that had already reached the log
-            return True
-        tube = self.ensure_tube(tube_name, now)
-        if tube.policy is not None and not self._make_room(tube, tube.policy, len(body), now):
-            self._gc(tube)
-            return False
-        job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
-        self.jobs[job_id] = job
-        tube.body_bytes += len(body)
-        if tube.policy is not None and tube.policy.max_age:
-            self._at(now + tube.policy.max_age * NS, T_AGE, job_id)
-        tube.total_jobs += 1
-        self.total_jobs += 1
-        self.live_bytes += len(body) + RECORD_OVERHEAD
-        if self.audit is not None or self.timing is not None:  # (_note: a call saved)
-            self._note(now, "put", job)
-        if delay > 0:
-            job.state = ST_DELAYED
-            self._delay(job, delay * NS, now)
-        else:
-            self._enqueue(job, now)
-        if self.wal_out is not None:
-            self.wal_out.append(self.full_record(job))
-        if tube.policy is not None and tube.policy.fanout:  # copies (fanout.py)
-            for copy_id, name in self._copies(tube_name):
-                # a member's policy may refuse one
-                tube.fanned += self.put(copy_id, seq, name, pri, delay, ttr, body, now)
-        return True
-
-    @cython.locals(self=EngineCore, job=Job, tube=Tube)
-    def delete(self, conn: int, job_id: int, now: int, resent: bool = False) -> bytes:
-        """`resent`: the serving process resends a delete of a job the connection held to a shard
-        that restarted; if the job is gone, the first try reached the log before the crash."""
-        job = self.jobs.get(job_id)
-        if job is None and resent:
-            return DELETED
-        if job is None or job.state == ST_OFFERED:
-            return NOT_FOUND
-        held = job.state == ST_RESERVED
-        if held:
-            if job.hold >> 128 != conn:  # job.owner
-                return NOT_FOUND
-            self._unreserve(job, job_id)
-        else:
-            self._unlink(job)
-        tube = self.tubes[job.tube]
-        self._remove(job, tube, now, job_id)
-        tube.cmd_delete += 1
-        if held and tube.throttle is not None:
-            self._freed(tube, now)  # max_reserved
-        if not (tube.using or tube.watching):  # else in use (Tube.in_use): a call saved
-            self._gc(tube)
-        return DELETED
 
     def release(self, conn: int, job_id: int, pri: int, delay: int, now: int) -> bytes:
         job = self._owned_by(job_id, conn)

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from shardq.engine.core import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING, EngineCore
+from shardq.engine.core import (
+    CANCELLED,
+    FINAL,
+    NONE_BETTER,
+    OFFER,
+    RESERVED,
+    WAITING,
+    EngineCore,
+    reserved_fields,
+)
 from shardq.engine.job import (
     ID_MASK,
     NS,
@@ -21,7 +30,7 @@ from shardq.engine.job import (
     URGENT_KEY,
     Job,
 )
-from shardq.engine.timers import T_TTR, T_WAIT
+from shardq.engine.timers import T_TTR
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
 from shardq.protocol.replies import job_reply
@@ -81,11 +90,7 @@ class Final(NamedTuple):
 
 def reserved_payload(job: Job) -> list[Any]:
     """What a reserve answers: the fields of `Reserved`."""
-    return _reserved(job.key & ID_MASK, job.body, job.deadline)
-
-
-def _reserved(job_id: int, body: bytes, deadline: int) -> list[Any]:
-    return [RESERVED, job_reply(b"RESERVED", job_id, body), job_id, deadline]
+    return reserved_fields(job.key & ID_MASK, job.body, job.deadline)
 
 
 def _head(tube: Tube) -> int:
@@ -98,29 +103,16 @@ class Reserving(EngineCore):
 
     __slots__ = ()  # the state is EngineCore's
 
-    def _serve_tube(self, tube: Tube, now: int) -> None:
-        """Hand the tube's best ready jobs to its oldest waiters, while both exist."""
-        self._serve_tubes([tube], now)
-
-    def _serve_tubes(self, tubes: list[Tube], now: int) -> None:
-        """While some of these tubes have both waiters and ready jobs, give the best job of
-        them all to the oldest waiter of its tube (beanstalkd's process_queue). A paused tube,
-        or one at a limit of its policy (throttling.py), is passed over."""
-        while True:
-            live = [t for t in tubes if t.ready and t.waiters and not t.closed(now)]
-            if not live:
-                return
-            tube = min(live, key=_head)
-            waiter = tube.oldest_waiter()
-            self._drop_waiter(waiter)
-            job = self.jobs[tube.ready[0] & ID_MASK]
-            self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
+    def _drop_waiter(self, waiter: Waiter) -> None:
+        del self.waiters[waiter.rid]
+        for name in waiter.tubes:
+            tube = self.tubes.get(name)
+            if tube is not None:
+                tube.waiters.pop(waiter.rid, None)
 
     @cython.locals(self=EngineCore, job=Job, tube=Tube)
-    def _hand_over(self, job: Job, conn: int, offer: bool, now: int) -> list[Any]:
-        if not offer:
-            job_id, deadline = self._reserve(job, conn, now)
-            return _reserved(job_id, job.body, deadline)
+    def _offer(self, job: Job, conn: int, now: int) -> list[Any]:
+        """Offer the job to the cross-shard reserve of `conn`: the fields of `Offer`."""
         self._unlink(job)
         job.move("offer")
         job.owner = conn
@@ -143,45 +135,23 @@ class Reserving(EngineCore):
             conn,  # whoever receives an offer it cannot place declines it for this conn
         ]  # the fields of `Offer`
 
-    @cython.locals(self=EngineCore, job=Job, tube=Tube)
-    def reserve(
-        self,
-        conn: int,
-        rid: int,
-        tubes: tuple[str, ...],
-        now: int,
-        timeout_at: int | None,
-        soon_at: int | None,
-        offer: bool = False,
-    ) -> list[Any] | None:
-        """Answer a reserve now, or register it as a waiter and answer None.
+    def _serve_tube(self, tube: Tube, now: int) -> None:
+        """Hand the tube's best ready jobs to its oldest waiters, while both exist."""
+        self._serve_tubes([tube], now)
 
-        `soon_at` is when the connection's soonest reserved job enters the safety margin
-        (the serving process knows every shard's reservations of the connection, so it computes it).
-        An offer-mode reserve answers WAITING instead of waiting silently, and leaves its
-        deadlines to the serving process.
-        """
-        if self.due(now):
-            self.tick(now)  # a pause that just ended serves the waiters that came first
-        job = self._best_job(tubes, now)
-        if job is not None:
-            return self._hand_over(job, conn, offer, now)
-        if soon_at is not None and now >= soon_at:
-            return [FINAL, replies.DEADLINE_SOON]
-        if timeout_at is not None and now >= timeout_at:
-            return [FINAL, replies.TIMED_OUT]
-        expire_at, reply = timeout_at, replies.TIMED_OUT
-        if soon_at is not None and (expire_at is None or soon_at <= expire_at):
-            expire_at, reply = soon_at, replies.DEADLINE_SOON
-        if offer:
-            expire_at = None
-        waiter = Waiter(conn, rid, tubes, offer, expire_at, reply)
-        self.waiters[rid] = waiter
-        for name in tubes:
-            self.ensure_tube(name, now).waiters[rid] = waiter
-        if expire_at is not None:
-            self._at(expire_at, T_WAIT, rid)
-        return [WAITING] if offer else None
+    def _serve_tubes(self, tubes: list[Tube], now: int) -> None:
+        """While some of these tubes have both waiters and ready jobs, give the best job of
+        them all to the oldest waiter of its tube (beanstalkd's process_queue). A paused tube,
+        or one at a limit of its policy (throttling.py), is passed over."""
+        while True:
+            live = [t for t in tubes if t.ready and t.waiters and not t.closed(now)]
+            if not live:
+                return
+            tube = min(live, key=_head)
+            waiter = tube.oldest_waiter()
+            self._drop_waiter(waiter)
+            job = self.jobs[tube.ready[0] & ID_MASK]
+            self.events.append((waiter.rid, self._hand_over(job, waiter.conn, waiter.offer, now)))
 
     def offer_best(self, conn: int, tubes: tuple[str, ...], now: int) -> list[Any] | None:
         """The best ready job of these tubes offered to `conn` (the fields of `Offer`), or
@@ -201,7 +171,7 @@ class Reserving(EngineCore):
         if job is None or job.key >> 64 >= (pri << 64 | seq):
             return [NONE_BETTER]
         job_id, deadline = self._reserve(job, conn, now)
-        return _reserved(job_id, job.body, deadline)
+        return reserved_fields(job_id, job.body, deadline)
 
     def cancel(self, rid: int) -> bool:
         """Withdraw a waiting reserve (the serving process timed it out or was served elsewhere).
@@ -237,7 +207,7 @@ class Reserving(EngineCore):
         if job is None or not job.can("reserve"):
             return [FINAL, replies.NOT_FOUND]
         _, deadline = self._reserve(job, conn, now)  # not refused at a limit, nor when paused
-        return _reserved(job_id, job.body, deadline)
+        return reserved_fields(job_id, job.body, deadline)
 
     def disconnect(self, conn: int, now: int, hold: bool = False) -> list[str]:
         """A connection closed: its waiters go away and its jobs are ready again at once.

@@ -3,6 +3,7 @@
 # calls themselves as C functions for the fast path (serving/home.py), a put's reply made
 # by a C call.
 from shardq.protocol.replies cimport put_reply
+from shardq.engine.core cimport EngineCore
 
 cdef class Direct:
     cdef public object index

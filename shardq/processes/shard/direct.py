@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster.wire import Request
+from shardq.engine.core import EngineCore
 from shardq.processes.common import outofmemory
 from shardq.processes.shard import ops
 from shardq.processes.shard.holding import Answered
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
     from shardq.processes.shard.logfault import LogFault
     from shardq.processes.shard.settling import Settling
     from shardq.storage.wal import Wal
+
+if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
+    from shardq.nocython import cython
+else:  # compiled: Cython reads the decorators (and imports nothing at run time)
+    import cython
 
 log = logging.getLogger("shardq.processes.shard.core")
 
@@ -51,6 +57,7 @@ class Direct:
 
         def handle(self, peer: bytes, req: Request, now: int) -> Answered | None: ...
 
+    @cython.locals(engine=EngineCore)  # (compiled: the engine's calls are C calls)
     def put_local(
         self,
         job_id: int,
@@ -66,18 +73,22 @@ class Direct:
         client's reply. As `run` does for PUT, without a request to unpack."""
         if not self.admit(tube, len(body)):
             return proto.OUT_OF_MEMORY
+        engine = self.engine
         try:
-            return put_reply(job_id, self.engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
+            return put_reply(job_id, engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
         except Exception as e:  # one bad request must not take the shard down
             return self.failure(ops.PUT, 0, e)
 
+    @cython.locals(engine=EngineCore)
     def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
         """A delete from the hosting serving process's fast path: the client's reply."""
+        engine = self.engine
         try:
-            return self.engine.delete(conn, job_id, now)
+            return engine.delete(conn, job_id, now)
         except Exception as e:  # one bad request must not take the shard down
             return self.failure(ops.DELETE, 0, e)
 
+    @cython.locals(engine=EngineCore)
     def reserve_local(
         self,
         conn: int,
@@ -97,8 +108,9 @@ class Direct:
                 return None
             _rid, held = reply
             return held
+        engine = self.engine
         try:
-            payload = self.engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
+            payload = engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
         except Exception as e:  # one bad request must not take the shard down
             return self.failed(ops.RESERVE, rid, e)
         if payload is None:
