@@ -49,6 +49,17 @@ class NoCython:
         return _unchanged
 
     @staticmethod
+    def boundscheck(_on: bool) -> Callable[[F], F]:
+        """Index checks in a function (off: the caller keeps indices in range): nothing,
+        uncompiled."""
+        return _unchanged
+
+    @staticmethod
+    def wraparound(_on: bool) -> Callable[[F], F]:
+        """Negative indices from the end (off: none is used): nothing, uncompiled."""
+        return _unchanged
+
+    @staticmethod
     def locals(**_types: object) -> Callable[[F], F]:
         """The types of a function's locals: nothing, uncompiled."""
         return _unchanged

@@ -65,3 +65,15 @@ def test_write_until_full_then_to_a_closed_peer(
     client.close()
     with pytest.raises((BrokenPipeError, ConnectionResetError)):
         sockio.send(server, fd, bytearray(b"x"))
+
+
+@pytest.mark.parametrize(
+    ("start", "data"),
+    [(b"", b""), (b"", b"INSERTED 1\r\n"), (b"abc", b""), (b"x" * 1000, b"y" * 70000)],
+)
+def test_add_is_in_place_concatenation(start: bytes, data: bytes) -> None:
+    out = bytearray(start)
+    alias = out
+    sockio.add(out, data)
+    assert out == start + data
+    assert alias is out  # the same buffer, grown in place (the connection keeps it)

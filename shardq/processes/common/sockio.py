@@ -68,3 +68,15 @@ def checked(n: int) -> int:
         code = errno  # type: ignore[name-defined]  # noqa: F821
         raise OSError(code, os.strerror(code))
     return n
+
+
+def add(out: bytearray, data: bytes) -> None:
+    """`out += data` (compiled: the buffer resized and the bytes copied in C, without the
+    generic in-place add)."""
+    if not cython.compiled:
+        out += data
+        return
+    n = len(out)
+    size = len(data)
+    PyByteArray_Resize(out, n + size)  # type: ignore[name-defined]  # noqa: F821
+    memcpy(PyByteArray_AS_STRING(out) + n, cython.cast(cython.p_char, data), size)  # type: ignore[name-defined]  # noqa: F821

@@ -25,6 +25,7 @@ from shardq.cluster.routing import TubeShards
 from shardq.engine.job import NS
 from shardq.engine.reserve import Reserved
 from shardq.processes.common.clock import monotonic
+from shardq.processes.common.sockio import add
 from shardq.processes.serving.conn import IDLE, Conn
 from shardq.protocol.parser import INT_MAX, MAX_LINE, U32_MAX
 
@@ -64,8 +65,8 @@ def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
 def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
     """Serve the commands at the start of `data` that the fast path serves; the number of
     bytes they took (0: none). The caller feeds the rest to the parser."""
-    assert self.hosted is not None
-    core = self.hosted.core
+    core = self.hosted_core
+    assert core is not None
     home = self.hosted_index
     out = conn.out
     line = PUT_LINE  # a put line's numbers (one object for every put: none made per put)
@@ -111,7 +112,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 self.home_puts += 1
                 conn.producer = True
                 pos = stop + 2
-                out += reply
+                add(out, reply)
             elif first == R:
                 if nl == pos + 7 and has(data, pos, b"reserve"):
                     timeout = -1
@@ -148,7 +149,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     conn.hold(job_id, deadline)
                 else:
                     _kind, reply = payload  # engine.Final
-                out += reply
+                add(out, reply)
             elif first == D:
                 if not has(data, pos, b"delete "):
                     break
@@ -156,7 +157,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 if job_id < 0 or ids.job_shard(job_id) != home:
                     break
                 self.home_deletes += 1
-                out += core.delete_local(conn.id, job_id, now)
+                add(out, core.delete_local(conn.id, job_id, now))
                 if conn.reserved:
                     conn.let_go(job_id)
                 pos = nl + 2
@@ -177,6 +178,8 @@ def all_home(tube_shards: TubeShards, tubes: list[str], home: int) -> bool:
     return True
 
 
+@cython.boundscheck(False)  # its indices stay within `data` (its own checks, its callers')
+@cython.wraparound(False)
 def line_end(data: bytes, start: int, stop: int) -> int:
     """Where the first CRLF of `data[start:stop]` starts; -1: none (as `bytes.find`, whose
     argument parsing costs more than the search of a command's line)."""
@@ -190,6 +193,8 @@ def line_end(data: bytes, start: int, stop: int) -> int:
     return -1
 
 
+@cython.boundscheck(False)  # its indices stay within `data` (its own checks, its callers')
+@cython.wraparound(False)
 def number(data: bytes, start: int, stop: int) -> int:
     """The value of `data[start:stop]` if it is 1 to DIGITS_MAX ASCII digits, else -1 (a
     number the fast path leaves to the parser)."""
@@ -219,6 +224,8 @@ class PutLine:
 PUT_LINE = PutLine()  #: the one `serve_home` fills
 
 
+@cython.boundscheck(False)  # its indices stay within `data` (its own checks, its callers')
+@cython.wraparound(False)
 def has(data: bytes, pos: int, word: bytes) -> bool:
     """Does `data` hold `word` at `pos`? (`bytes.startswith`, without its call.)"""
     if not cython.compiled:
@@ -232,6 +239,8 @@ def has(data: bytes, pos: int, word: bytes) -> bool:
     return True
 
 
+@cython.boundscheck(False)  # its indices stay within `data` (its own checks, its callers')
+@cython.wraparound(False)
 def put_numbers(data: bytes, start: int, stop: int, line: PutLine) -> bool:
     """pri, delay, ttr and size from a put line's `data[start:stop]` ("0 0 60 5") into
     `line`: four numbers as `number` takes them, one space apart, pri, delay and ttr below

@@ -3,6 +3,7 @@
 cimport cython
 from shardq.processes.common.clock cimport wall
 from shardq.processes.serving.ids cimport IdLeases
+from shardq.processes.shard.direct cimport Direct
 
 cdef class ServingState:
     cdef public object accept_paused_until
@@ -21,6 +22,7 @@ cdef class ServingState:
     cdef public object handshakes
     cdef public object home_ok
     cdef public object hosted
+    cdef public Direct hosted_core
     cdef public long long home_puts
     cdef public long long home_reserves
     cdef public long long home_timed_reserves

@@ -82,6 +82,7 @@ class ServingState:
         paths[COORDINATOR] = link_path(run_dir, "coordinator")
         self.sel: selectors.BaseSelector = Poller()  # selectors' epoll, compiled
         self.hosted: ShardServer | None = None
+        self.hosted_core: ShardCore | None = hosted  #: the hosted shard (`hosted.core`)
         self.hosted_index = -2  # no shard index
         self.hosted_out: Outbox = {}  # peer -> replies of the hosted shard
         if hosted is not None:
