@@ -60,7 +60,7 @@ class Timers(EngineCore):
         kept = []
         for timer in self.timers:
             when, _stamp, kind, key = timer
-            if kind == T_TTR:  # the most of them: checked here, without two calls
+            if kind == T_TTR:  # the most of them: `_timed_job`'s check, without its calls
                 job = jobs.get(key)
                 # still reserved, and by the reserve that set it (its deadline's bits)
                 if (

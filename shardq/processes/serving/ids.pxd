@@ -1,7 +1,5 @@
 # Typed layout of ids.py's IdLeases for the compiled build (Cython reads this beside ids.py).
 
-cimport cython
-
 from shardq.cluster.routing cimport id_block
 
 cdef long long HALF_BLOCK
