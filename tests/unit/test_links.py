@@ -159,6 +159,33 @@ def test_a_dealer_goes_down_and_up_with_its_peer(path: str) -> None:
     router.close()
 
 
+def test_a_peer_killed_with_the_connect_in_its_backlog_is_tried_again(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted shard killed again before it accepts: the connect succeeded (the
+    backlog took it) and the first write meets the kernel's EPIPE. The peer counts as
+    not there yet, as for a refused connect, not as an error that ends the process."""
+    router = Router(path, TOKEN)
+    first_write = links.Stream.write
+
+    def killed_before_the_write(stream: links.Stream, data: bytes) -> None:
+        router.close()  # the listener goes with this connection not yet accepted
+        first_write(stream, data)
+
+    monkeypatch.setattr(links.Stream, "write", killed_before_the_write)
+    dealer = Dealer(path, TOKEN + b"x" * 8)
+    dealer.connect()
+    assert dealer.stream is None and dealer.retry_at > 0 and dealer.take_changes() == []
+    monkeypatch.setattr(links.Stream, "write", first_write)
+    router = Router(path, TOKEN)  # restarted once more
+    dealer.retry(dealer.retry_at)
+    assert dealer.take_changes() == [UP]
+    dealer.send(b"after all")
+    assert router_message(router)[1] == b"after all"
+    dealer.close()
+    router.close()
+
+
 def test_a_closed_dealer_is_read_to_its_end_and_then_forgotten(path: str) -> None:
     router = Router(path, TOKEN)
     dealer = Dealer(path, TOKEN + b"x" * 8)

@@ -58,7 +58,10 @@ RETRY_FIRST_S = 0.001  #: first reconnect after this
 RETRY_MAX_S = 0.004  #: the interval doubles up to this
 UP, DOWN = "up", "down"
 _IN, _OUT = select.EPOLLIN, select.EPOLLOUT
-_GONE = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
+#: a peer not there: no socket file yet (ENOENT), nobody listening (ECONNREFUSED), its
+#: backlog full (EAGAIN), or gone between the connect and the first write (EPIPE,
+#: ECONNRESET: killed with this connection still in its backlog)
+_GONE = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EPIPE, errno.ECONNRESET)
 #: a connect that fails for want of descriptors or memory here: tried again, as a gone peer
 _SHORT = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _LENGTH = struct.Struct(">I")
