@@ -6,3 +6,5 @@ from shardq.engine.core cimport EngineCore
 from shardq.processes.serving.clients cimport read as read_client
 from shardq.processes.serving.conn cimport Conn
 from shardq.processes.serving.state cimport ServingState
+from shardq.processes.shard.direct cimport Direct
+from shardq.processes.shard.server cimport ShardServer

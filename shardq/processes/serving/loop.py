@@ -49,6 +49,7 @@ from shardq.processes.serving.clients import PRIVATE
 from shardq.processes.serving.clients import read as read_client
 from shardq.processes.serving.conn import CLOSED, LOCAL, Conn
 from shardq.processes.serving.state import ServingState
+from shardq.processes.shard.direct import Direct
 from shardq.processes.shard.ops import COUNTS
 from shardq.processes.shard.server import ShardServer
 
@@ -146,7 +147,7 @@ class ServingProcess(ServingState):
     sleep_s = waiting.sleep_s
     poll_briefly = waiting.poll_briefly
 
-    @cython.locals(self=ServingState, engine=EngineCore)  # (compiled: C structs)
+    @cython.locals(self=ServingState, core=Direct, engine=EngineCore)  # (compiled: C structs)
     def turn(self) -> None:
         """One turn of the loop: wait for input, run due timers, the clients' commands, the
         peers' replies and the hosted shard's requests, commit the log, send. With one
@@ -154,9 +155,9 @@ class ServingProcess(ServingState):
         skipped when it has nothing to do (measured: tools/serving_cycle.py --conns 1)."""
         events = self.wait()
         self.worked = bool(events)
-        hosted = self.hosted
-        if hosted is not None:  # timers before new commands
-            engine = hosted.core.engine
+        hosted, core = self.hosted, self.hosted_core  # (core: hosted.core, typed)
+        if core is not None:  # timers before new commands
+            engine = core.engine
             now = monotonic()
             if engine.due(now):
                 engine.tick(now)
@@ -201,13 +202,15 @@ class ServingProcess(ServingState):
         if inbox is not None:  # after the clients: a close they sent is seen before
             self.adopt(inbox)  # the commands of a connection that arrived with it
 
-    @cython.locals(self=ServingState)
+    @cython.locals(self=ServingState, server=ShardServer, core=Direct, engine=EngineCore)
     def run_hosted(self, server: ShardServer) -> None:
         """Apply the requests for the hosted shard, and whatever their answers lead to, until
         nothing is left; commit its log; only then may this turn's replies go out. Replies
         and engine events reach on_replies in the order they happened (see
         ShardCore.handle_into), events of commands applied directly (call) included."""
-        core, index, out = server.core, self.hosted_index, self.hosted_out
+        core, index, out = self.hosted_core, self.hosted_index, self.hosted_out
+        assert core is not None  # server.core, typed
+        engine = core.engine
         now = monotonic()  # turn() ran the timers before reading the clients
         router = server.router
         if router in self.touched or server.held():
@@ -221,7 +224,7 @@ class ServingProcess(ServingState):
             server.handle(batches, now, out)
         handle_into = core.handle_into
         while True:
-            if core.engine.events:
+            if engine.events:
                 core.route_events(out)  # from direct runs, before anything queued after them
             batch = self.outq.get(index)
             if batch:

@@ -48,10 +48,15 @@ class Hold:
 
 
 class Closing:
-    """One shard's held closes, and the reserves that wait for their tubes to open."""
+    """One shard's held closes, and the reserves that wait for their tubes to open
+    (compiled, a C struct, closing.pxd: every turn of the shard asks whether any is held)."""
+
+    holds: dict[int, Hold]
+    deferred: HeldRequests
+    lifted: bool
 
     def __init__(self) -> None:
-        self.holds: dict[int, Hold] = {}  # connection id -> its hold
+        self.holds = {}  # connection id -> its hold
         self.deferred = HeldRequests()  # reserves that would take from a held tube
         self.lifted = False  # a hold ended: deferred requests may run
 

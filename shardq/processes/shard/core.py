@@ -153,15 +153,6 @@ class ShardCore(Direct, Holding):
         if self.engine.events:
             self.route_events(out)
 
-    def route_events(self, out: Outbox) -> None:
-        """What the engine answered on its own so far, to the peers that wait for it."""
-        events = self.engine.events
-        for rid, payload in events:
-            peer = self.waiting_peer.pop(rid, None)
-            if peer is not None:
-                out.setdefault(peer, []).append((rid, payload))
-        events.clear()
-
     def run(self, op: int, conn: int, args: Sequence[Any], now: int) -> Payload:
         """A plain request/reply op from the hosting serving process: its payload, with no rid or
         peer to carry (the serving process's direct path, see ServingProcess.call)."""
@@ -197,44 +188,21 @@ class ShardCore(Direct, Holding):
         return op.apply(self, peer, req.rid, req.conn, req.args, now)
 
     @cython.locals(engine=EngineCore)  # (compiled: `due` a C call)
-    def take_events(self, now: int, out: Outbox) -> None:
-        """Run the timers; what the engine answered on its own goes into `out`."""
-        if self.settling is not None and self.settling.done(now):
-            self.release_held(now, out)
-        if self.closing.holds or self.closing.lifted:
-            self.end_holds(now, out)
-        engine = self.engine
-        if engine.due(now):
-            engine.tick(now)
-        if engine.events:
-            self.route_events(out)
-
-    def commit(self) -> None:
-        """Group commit, before any reply of the turn leaves: this turn's log records in one
-        write, synced as the policy says; the turn's job events to the event log; the room
-        the turn's deletes freed given back to the quota; the heads of the tubes whose
-        ready jobs changed, published (processes/common/heads.py)."""
-        if self.heads is not None:
-            self.publish_heads()
-        if self.quota is not None:
-            self.settle_quota()
-        wal = self.wal
-        if wal is not None:
-            if self.log_fault is not None:
-                if self.engine.wal_out:
-                    self.engine.wal_out.clear()  # the snapshot that ends the fault holds it
-                self.log_fault.retry(time.monotonic())
-            else:
-                try:
-                    self.write_log(wal)
-                except (OSError, MemoryError) as e:
-                    if isinstance(e, MemoryError):  # the reserve given back: room to answer
-                        outofmemory.note(f"shard {self.index}: its log")
-                    fault = LogFault(self, e)  # tries a fresh segment at once
-                    self.log_fault = None if fault.over else fault  # else puts are refused
-        if self.event_log is not None and self.engine.audit:
-            self.event_log.write(self.engine.audit, time.time_ns() - time.monotonic_ns())
-            self.engine.audit.clear()
+    def log_turn(self, wal: Wal) -> None:
+        """The log's part of the group commit (`Direct.commit`): this turn's records
+        written and synced, or, while the log cannot be written, its next try."""
+        if self.log_fault is not None:
+            if self.engine.wal_out:
+                self.engine.wal_out.clear()  # the snapshot that ends the fault holds it
+            self.log_fault.retry(time.monotonic())
+            return
+        try:
+            self.write_log(wal)
+        except (OSError, MemoryError) as e:
+            if isinstance(e, MemoryError):  # the reserve given back: room to answer
+                outofmemory.note(f"shard {self.index}: its log")
+            fault = LogFault(self, e)  # tries a fresh segment at once
+            self.log_fault = None if fault.over else fault  # else puts are refused
 
     def publish_heads(self) -> None:
         """While a serving process reads them: the best ready job of each tube that changed

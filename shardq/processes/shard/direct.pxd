@@ -1,9 +1,10 @@
 # For the compiled build of direct.py (Cython reads this beside direct.py; the pure build
 # ignores it): the state the direct calls read, as a C struct (ShardCore's first base), the
-# calls themselves as C functions for the fast path (serving/home.py), a put's reply made
-# by a C call.
+# calls themselves as C functions for the fast path (serving/home.py) and for every turn
+# (loop.run_hosted), a put's reply made by a C call.
 from shardq.protocol.replies cimport put_reply
 from shardq.engine.core cimport EngineCore
+from shardq.processes.shard.closing cimport Closing
 
 cdef class Direct:
     cdef public object index
@@ -12,8 +13,14 @@ cdef class Direct:
     cdef public object quota
     cdef public object log_fault
     cdef public object settling
-    cdef public object closing
+    cdef public Closing closing
     cdef public dict waiting_peer
+    cdef public object heads
+    cdef public object event_log
+
+    cpdef take_events(self, now, out)
+    cpdef route_events(self, out)
+    cpdef commit(self)
 
     cpdef bytes put_local(self, job_id, seq, str tube, pri, delay, ttr, bytes body, now)
     cpdef bytes delete_local(self, conn, job_id, now)

@@ -7,12 +7,14 @@ request to unpack, and answers a failure as the op's reply would."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from shardq.cluster.wire import Request
 from shardq.engine.core import EngineCore
 from shardq.processes.common import outofmemory
 from shardq.processes.shard import ops
+from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.holding import Answered
 from shardq.processes.shard.ops import ReserveArgs
 from shardq.processes.shard.optable import OPS, Payload
@@ -21,10 +23,12 @@ from shardq.protocol.replies import put_reply
 
 if TYPE_CHECKING:
     from shardq.engine.engine import Engine
+    from shardq.processes.common.heads import HeadTable
     from shardq.processes.common.quota import Quota
-    from shardq.processes.shard.closing import Closing
+    from shardq.processes.shard.holding import Outbox
     from shardq.processes.shard.logfault import LogFault
     from shardq.processes.shard.settling import Settling
+    from shardq.storage.events import EventLog
     from shardq.storage.wal import Wal
 
 if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
@@ -50,12 +54,88 @@ class Direct:
     settling: Settling | None
     closing: Closing
     waiting_peer: dict[int, bytes]
+    heads: HeadTable | None  #: its tubes' best ready jobs, published (several shards)
+    event_log: EventLog | None
 
+    # What ShardCore provides. Compiled, a C class's body defines these stubs whatever the
+    # `if` says, so they may only name methods of ShardCore itself (first in its MRO).
     if TYPE_CHECKING:
 
         def admit(self, tube: str, body_len: int) -> bool: ...
 
         def handle(self, peer: bytes, req: Request, now: int) -> Answered | None: ...
+
+        def handle_into(self, peer: bytes, req: Request, now: int, out: Outbox) -> None: ...
+
+        def publish_heads(self) -> None: ...
+
+        def settle_quota(self) -> None: ...
+
+        def log_turn(self, wal: Wal) -> None: ...
+
+    # ------------------------------------------------------------------ every turn
+    # (here, not in ShardCore: compiled, the common case of each is a few C tests)
+
+    @cython.locals(engine=EngineCore, closing=Closing)
+    def take_events(self, now: int, out: Outbox) -> None:
+        """Run the timers; what the engine answered on its own goes into `out`."""
+        if self.settling is not None and self.settling.done(now):
+            self.release_held(now, out)
+        closing = self.closing
+        if closing.holds or closing.lifted:
+            self.end_holds(now, out)
+        engine = self.engine
+        if engine.due(now):
+            engine.tick(now)
+        if engine.events:
+            self.route_events(out)
+
+    def end_holds(self, now: int, out: Outbox) -> None:
+        """Holds past their time end; the requests deferred by ended holds run again."""
+        for peer, req in self.closing.runnable(self.engine, now):
+            self.handle_into(peer, req, now, out)
+
+    def release_held(self, now: int, out: Outbox) -> None:
+        """Settled: the held requests run now, in the order they came."""
+        settling, self.settling = self.settling, None
+        assert settling is not None
+        log.info("shard %d: settled; %d held reserve(s) run now", self.index, len(settling.held))
+        for peer, req in settling.held.take():
+            self.handle_into(peer, req, now, out)
+
+    @cython.locals(engine=EngineCore)
+    def route_events(self, out: Outbox) -> None:
+        """What the engine answered on its own so far, to the peers that wait for it."""
+        engine = self.engine
+        events = engine.events
+        waiting_peer = self.waiting_peer
+        for rid, payload in events:
+            peer = waiting_peer.pop(rid, None)
+            if peer is not None:
+                out.setdefault(peer, []).append((rid, payload))
+        events.clear()
+
+    @cython.locals(engine=EngineCore)
+    def commit(self) -> None:
+        """Group commit, before any reply of the turn leaves: this turn's log records in one
+        write, synced as the policy says; the turn's job events to the event log; the room
+        the turn's deletes freed given back to the quota; the heads of the tubes whose
+        ready jobs changed, published (processes/common/heads.py)."""
+        if self.heads is not None:
+            self.publish_heads()
+        if self.quota is not None:
+            self.settle_quota()
+        wal = self.wal
+        if wal is not None:
+            self.log_turn(wal)
+        event_log = self.event_log
+        if event_log is not None:
+            engine = self.engine
+            if engine.audit:
+                event_log.write(engine.audit, time.time_ns() - time.monotonic_ns())
+                engine.audit.clear()
+
+    # ------------------------------------------------------------------ the fast path
 
     @cython.locals(engine=EngineCore)  # (compiled: the engine's calls are C calls)
     def put_local(

@@ -1,11 +1,10 @@
 """What a shard holds back: reserves while a restarted shard settles (processes/shard/settling.py)
 and while a close's tubes are held (processes/shard/closing.py); the ShardCore methods that hold
-them, let them go, and drop them with the waiter, connection or serving process that went
-away (CANCEL, DISCONNECT, RESET)."""
+them and drop them with the waiter, connection or serving process that went away (CANCEL,
+DISCONNECT, RESET). Letting them go is part of every turn: `Direct.take_events`."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +16,6 @@ from shardq.processes.shard.settling import Settling
 if TYPE_CHECKING:
     from shardq.engine.engine import Engine
 
-log = logging.getLogger("shardq.processes.shard.core")
 
 #: a reply as the shard builds it: a plain (rid, payload) pair, read as `wire.Reply`
 Answered = tuple[int, Sequence[Any]]
@@ -48,19 +46,6 @@ class Holding:
             self.closing.deferred.add(peer, req)
             return True
         return False
-
-    def end_holds(self, now: int, out: Outbox) -> None:
-        """Holds past their time end; the requests deferred by ended holds run again."""
-        for peer, req in self.closing.runnable(self.engine, now):
-            self.handle_into(peer, req, now, out)
-
-    def release_held(self, now: int, out: Outbox) -> None:
-        """Settled: the held requests run now, in the order they came."""
-        settling, self.settling = self.settling, None
-        assert settling is not None
-        log.info("shard %d: settled; %d held reserve(s) run now", self.index, len(settling.held))
-        for peer, req in settling.held.take():
-            self.handle_into(peer, req, now, out)
 
     def cancel(self, rid: int) -> None:
         """The waiter `rid` withdrawn (CANCEL), held or not: no offer of it follows."""

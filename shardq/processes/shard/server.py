@@ -41,7 +41,14 @@ RETRY_SEND_S = 0.05  #: how soon replies that memory was short to pack are tried
 
 
 class ShardServer:
-    """A shard process: a Router around a ShardCore."""
+    """A shard process: a Router around a ShardCore (compiled, a C struct: server.pxd)."""
+
+    core: ShardCore
+    router: Router
+    poll: select.epoll
+    wakeup: int
+    pending: list[Batch]
+    out: Outbox
 
     def __init__(self, core: ShardCore, path: str) -> None:
         """`path`: the unix socket its peers reach it on (links.Router)."""
@@ -52,9 +59,9 @@ class ShardServer:
         self.wakeup = -1  # see `watch_signals`
         #: batches received and not handled yet: a turn that ran out of memory leaves the
         #: requests it had not applied to the next
-        self.pending: list[Batch] = []
+        self.pending = []
         #: replies not sent yet: a turn that ran out of memory leaves them to the next
-        self.out: Outbox = {}
+        self.out = {}
 
     def watch_signals(self) -> None:
         """Let a signal end the poll at once (`wakeup`): for a process of its own, not a
