@@ -3,7 +3,10 @@ the same keys, masks and errors for the same descriptors."""
 
 from __future__ import annotations
 
+import os
+import resource
 import selectors
+import signal
 import socket
 from collections.abc import Iterator
 
@@ -75,3 +78,75 @@ def test_a_timeout_waits_and_returns_nothing(sel: selectors.BaseSelector) -> Non
     with a, b:
         sel.register(a, READ)
         assert sel.select(0.001) == []
+
+
+def test_more_ready_descriptors_than_one_wait_takes_all_come(
+    sel: selectors.BaseSelector,
+) -> None:
+    """Compiled, one wait takes at most MAX_EVENTS (1,024) events; the others are still
+    ready (level-triggered) and come with the next wait, none lost, none twice."""
+    n = 1_100
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = 2 * n + 100
+    assert hard >= need, f"this test needs {need} descriptors (hard limit {hard})"
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    pipes = [os.pipe() for _ in range(n)]
+    try:
+        for i, (r, w) in enumerate(pipes):
+            sel.register(r, READ, i)
+            os.write(w, b"x")
+        first = ready(sel)
+        assert 0 < len(first) <= n and set(first.values()) == {READ}
+        second = ready(sel)  # the rest first: epoll hands out what it has not yet
+        assert set(first) | set(second) == set(range(n))
+    finally:
+        for r, w in pipes:
+            sel.unregister(r)
+            os.close(r)
+            os.close(w)
+        if soft < need:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.fixture
+def wakeup_pipe() -> Iterator[int]:
+    """A signal's wake-up descriptor, as the serving loop installs (common/wakeup.py)."""
+    r, w = os.pipe2(os.O_NONBLOCK)
+    old = signal.set_wakeup_fd(w)
+    yield r
+    signal.set_wakeup_fd(old)
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    os.close(r)
+    os.close(w)
+
+
+def test_a_signal_runs_its_handler_in_the_wait_and_wakes_it(
+    sel: selectors.BaseSelector, wakeup_pipe: int
+) -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        sel.register(a, READ, "client")  # never readable here
+        sel.register(wakeup_pipe, READ, "wakeup")
+        ran: list[int] = []
+        signal.signal(signal.SIGALRM, lambda signum, _frame: ran.append(signum))
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        assert ready(sel, 30) == {"wakeup": READ}  # not the 30 s: the signal woke it
+        assert ran == [signal.SIGALRM]
+
+
+def test_a_handler_that_raises_ends_the_wait_with_its_error(
+    sel: selectors.BaseSelector, wakeup_pipe: int
+) -> None:
+    def stop(_signum: int, _frame: object) -> None:
+        raise Interrupted
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, 0.01)
+    with pytest.raises(Interrupted):
+        sel.select(30)

@@ -5,12 +5,16 @@ looks the key up and builds the pair in the interpreter, which under 50 busy con
 one pass of Python code per command. `Poller` is that selector with `select` written again
 as the same loop, compiled (shardq/compiled.py); registering, closing and the rest are
 `selectors`' own. The loop reads the state its base keeps (`_selector`: the epoll,
-`_fd_to_key`), as the base's own `select` does.
+`_fd_to_key`), as the base's own `select` does. Compiled, the wait itself is the C
+library's `epoll_wait` into a C array (poller.pxd), not `select.epoll.poll`, which builds a
+list of tuples for the loop to take apart again; a wait that may sleep lets the GIL go, as
+`poll` does. The pure build keeps `poll`.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import select
 import selectors
 from selectors import EVENT_READ, EVENT_WRITE, SelectorKey
@@ -31,32 +35,73 @@ class Poller(selectors.EpollSelector):
         _selector: select.epoll
         _fd_to_key: dict[int, SelectorKey]
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.epfd = self._selector.fileno()  #: the epoll's descriptor, for `epoll_wait`
+
     @cython.locals(
-        events=cython.long, mask=cython.long, epollin=cython.long, epollout=cython.long, keys=dict
+        events=cython.long,
+        mask=cython.long,
+        epollin=cython.long,
+        epollout=cython.long,
+        keys=dict,
+        ms=cython.long,
+        n=cython.long,
+        i=cython.long,
+        most=cython.long,
+        epfd=cython.long,
     )
     def select(self, timeout: float | None = None) -> list[tuple[SelectorKey, int]]:
         """The ready keys and what each is ready for (an error or hang-up as both, as
-        `selectors` reports them); [] after a signal interrupted it."""
+        `selectors` reports them). A signal's handlers run within the wait."""
         if timeout is None:
-            wait = -1.0
+            wait, ms = -1.0, -1
         elif timeout <= 0:
-            wait = 0.0
+            wait, ms = 0.0, 0
         else:  # whole milliseconds, rounded up: no wake-up before the timeout
-            wait = math.ceil(timeout * 1e3) * 1e-3
+            ms = math.ceil(timeout * 1e3)
+            wait = ms * 1e-3
         keys = self._fd_to_key
         ready: list[tuple[SelectorKey, int]] = []
-        try:
-            fired = self._selector.poll(wait, max(len(keys), 1))
-        except InterruptedError:
-            return ready
         epollin, epollout = EPOLLIN, EPOLLOUT
-        for fd, mask in fired:
+        if not cython.compiled:
+            try:
+                fired = self._selector.poll(wait, max(len(keys), 1))
+            except InterruptedError:
+                return ready
+            for fd, mask in fired:
+                events = 0
+                if mask & ~epollin:
+                    events |= EVENT_WRITE
+                if mask & ~epollout:
+                    events |= EVENT_READ
+                key = keys.get(fd)
+                if key is not None:
+                    ready.append((key, events & key.events))
+            return ready
+        most = min(max(len(keys), 1), MAX_EVENTS)  # type: ignore[name-defined]  # noqa: F821
+        epfd = self.epfd
+        if ms == 0:
+            n = epoll_wait(epfd, FIRED, most, 0)  # type: ignore[name-defined]  # noqa: F821
+        else:
+            with cython.nogil:  # type: ignore[attr-defined]
+                n = epoll_wait(epfd, FIRED, most, ms)  # type: ignore[name-defined]  # noqa: F821
+        if n < 0:
+            if errno != EINTR:  # type: ignore[name-defined]  # noqa: F821
+                raise OSError(errno, os.strerror(errno))  # type: ignore[name-defined]  # noqa: F821
+            # a signal: its handlers run now (one that raises ends the wait with its error),
+            # then what is ready is what a wait returns (the loop's wake-up descriptor, which
+            # the signal wrote: as `poll`, which waits again and finds it at once)
+            PyErr_CheckSignals()  # type: ignore[name-defined]  # noqa: F821
+            return self.select(0)
+        for i in range(n):
+            mask = FIRED[i].events  # type: ignore[name-defined]  # noqa: F821
             events = 0
             if mask & ~epollin:
                 events |= EVENT_WRITE
             if mask & ~epollout:
                 events |= EVENT_READ
-            key = keys.get(fd)
+            key = keys.get(FIRED[i].data.fd)  # type: ignore[name-defined]  # noqa: F821
             if key is not None:
                 ready.append((key, events & key.events))
         return ready
