@@ -152,6 +152,18 @@ FIGURES = [
         r"Consumers watching tubes on every shard\*\* \(multitube\): \*\*([\d.]+)x\*\* with 2",
     ),
     Figure(
+        "the C generator against beanstalkd at 1eeb06f",
+        r"At 1eeb06f \(.Every turn's shard calls and the wait in C.\): put 50×16 ([\d.]+)x, "
+        r"reserve and delete ([\d.]+)x, mixed ([\d.]+)x with 50 connections and ([\d.]+)x with "
+        r"200, multitube ([\d.]+)x; one client while a core is busy ([\d.]+)x, pingpong then "
+        r"([\d.]+)x",
+        "Every turn's shard calls and the wait in C",
+        r"\| put 50×16 \|[^*]*\*\*([\d.]+)\*\*.*\| reserve\+delete 50 conns \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| mixed 50 conns \|[^*]*\*\*([\d.]+)\*\*.*\| mixed 200 conns \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| multitube 16 tubes, 64 conns \|[^*]*\*\*([\d.]+)\*\*.*put 1 conn \*\*([\d.]+)\*\*"
+        r".*pingpong \*\*([\d.]+)\*\*",
+    ),
+    Figure(
         "shardqd binds its port",
         r"It binds the port ≈ ([\d.]+) s after launch",
         "Third pass",
