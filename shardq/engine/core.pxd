@@ -1,4 +1,4 @@
-from shardq.engine.job cimport Job
+from shardq.engine.job cimport Job, new_job
 from shardq.engine.tube cimport Tube
 from shardq.protocol.replies cimport job_reply
 

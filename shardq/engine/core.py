@@ -28,6 +28,7 @@ from shardq.engine.job import (
     TRANSITIONS,
     URGENT_KEY,
     Job,
+    new_job,
 )
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.policy import Policies
@@ -282,7 +283,7 @@ class EngineCore:
         if tube.policy is not None and not self._make_room(tube, tube.policy, len(body), now):
             self._gc(tube)
             return False
-        job = Job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
+        job = new_job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
         self.jobs[job_id] = job
         tube.body_bytes += len(body)
         if tube.policy is not None and tube.policy.max_age:

@@ -6,3 +6,6 @@ cdef class Job:
     cdef public object state
     cdef public object hold
     # no cpdef methods: a vtable pointer would make every job 8 bytes bigger (88, not 80)
+
+cpdef Job fill(Job job, job_id, seq, str tube, pri, delay, ttr, bytes body, now)
+cpdef Job new_job(job_id, seq, str tube, pri, delay, ttr, bytes body, now)

@@ -98,6 +98,12 @@ class Job:
     """
 
     __slots__ = ("key", "tube", "dur", "body", "state", "hold")
+    key: int
+    tube: str
+    dur: int
+    body: bytes
+    state: State
+    hold: int
 
     def __init__(
         self,
@@ -110,12 +116,7 @@ class Job:
         body: bytes,
         now: int,
     ) -> None:
-        self.key = pri << 128 | seq << 64 | job_id
-        self.tube = tube
-        self.dur = ttr | delay << 64  # whole seconds, both
-        self.body = body
-        self.state = ST_READY
-        self.hold = now if now >= 0 else now & ID_MASK  # created; no deadline, no owner
+        fill(self, job_id, seq, tube, pri, delay, ttr, body, now)
 
     def move(self, op: str) -> None:
         """Apply a transition; a missing entry is a bug in the engine, not a client error."""
@@ -212,3 +213,32 @@ class Job:
     ) -> None:
         counts = reserves * RESERVE + timeouts * TIMEOUT + releases * RELEASE
         self.dur = self.dur & LOW_MASK | counts + buries * BURY + kicks * KICK
+
+
+def fill(
+    job: Job,
+    job_id: int,
+    seq: int,
+    tube: str,
+    pri: int,
+    delay: int,
+    ttr: int,
+    body: bytes,
+    now: int,
+) -> Job:
+    """A new job's fields (`Job(...)`, `new_job`)."""
+    job.key = pri << 128 | seq << 64 | job_id
+    job.tube = tube
+    job.dur = ttr | delay << 64  # whole seconds, both
+    job.body = body
+    job.state = ST_READY
+    job.hold = now if now >= 0 else now & ID_MASK  # created; no deadline, no owner
+    return job
+
+
+def new_job(
+    job_id: int, seq: int, tube: str, pri: int, delay: int, ttr: int, body: bytes, now: int
+) -> Job:
+    """`Job(...)` for a put: compiled, the object allocated and its fields set as a C
+    struct's, not a call through the class with eight arguments (≈ 1.5k instructions)."""
+    return fill(Job.__new__(Job), job_id, seq, tube, pri, delay, ttr, body, now)

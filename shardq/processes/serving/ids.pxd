@@ -1,6 +1,6 @@
 # Typed layout of ids.py's IdLeases for the compiled build (Cython reads this beside ids.py).
 
-from shardq.cluster.routing cimport id_block
+from shardq.cluster.routing cimport block_shard, id_block
 
 cdef long long HALF_BLOCK
 

@@ -113,7 +113,7 @@ class IdLeases:
     def job_shard(self, job_id: int) -> int:
         """The shard of an id: its block's, from the table of blocks leased before the rule
         (routing.block_shard) or by this process, else by the rule."""
-        block = id_block(job_id)  # (compiled: a C call, routing.pxd)
+        block = id_block(job_id)  # (compiled: C calls, routing.pxd)
         shard = self.blocks.get(block)
         return block_shard(block, self.shard_count) if shard is None else shard
 
