@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shardq.engine.core import EngineCore
-from shardq.engine.job import ID_MASK, NS, ST_BURIED, ST_DELAYED, ST_READY, Job, State
+from shardq.engine.job import ID_MASK, NS, ST_BURIED, ST_DELAYED, ST_READY, Job, State, new_job
 from shardq.engine.records import (
     DELETE,
     JOB,
@@ -100,7 +100,7 @@ class Persistence(EngineCore):
             kind = raw[0]
             if kind == JOB:
                 rec = new(JobRecord, raw)
-                job = Job(
+                job = new_job(
                     rec.id,
                     rec.seq,
                     rec.tube,

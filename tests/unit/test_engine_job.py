@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import sys
 
-from shardq.engine.job import Job, State
+from shardq.engine.job import Job, State, new_job
 
 BIG = (1 << 64) - 1  #: the largest value a packed 64-bit field holds
 
 
 def a_job(created: int = 5_000_000_000, ttr: int = 60, delay: int = 0) -> Job:
-    return Job(7, 1_700_000_000_000_000_000, "default", 1024, delay, ttr, b"body", created)
+    return new_job(7, 1_700_000_000_000_000_000, "default", 1024, delay, ttr, b"body", created)
 
 
 def test_a_job_is_six_slots_and_eighty_bytes() -> None:
