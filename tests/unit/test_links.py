@@ -53,6 +53,18 @@ def settle(router: Router) -> None:
             router.peek()
 
 
+def reached_again(dealer: Dealer, path: str, data: bytes) -> None:
+    """The peer restarted (it binds its path again): the dealer reaches it when due, says
+    UP, and a message goes through; then both ends close."""
+    router = Router(path, TOKEN)
+    dealer.retry(dealer.retry_at)
+    assert dealer.take_changes() == [UP]
+    dealer.send(data)
+    assert router_message(router)[1] == data
+    dealer.close()
+    router.close()
+
+
 @pytest.fixture
 def path(tmp_path: Path) -> str:
     return str(tmp_path / "shard-0")
@@ -150,13 +162,7 @@ def test_a_dealer_goes_down_and_up_with_its_peer(path: str) -> None:
         dealer.peek()
     assert dealer.take_changes() == [DOWN]
     assert dealer.retry_at > 0
-    router = Router(path, TOKEN)  # restarted: binds its path again
-    dealer.retry(dealer.retry_at)
-    assert dealer.take_changes() == [UP]
-    dealer.send(b"second life")
-    assert router_message(router)[1] == b"second life"
-    dealer.close()
-    router.close()
+    reached_again(dealer, path, b"second life")
 
 
 def test_a_peer_killed_with_the_connect_in_its_backlog_is_tried_again(
@@ -177,13 +183,7 @@ def test_a_peer_killed_with_the_connect_in_its_backlog_is_tried_again(
     dealer.connect()
     assert dealer.stream is None and dealer.retry_at > 0 and dealer.take_changes() == []
     monkeypatch.setattr(links.Stream, "write", first_write)
-    router = Router(path, TOKEN)  # restarted once more
-    dealer.retry(dealer.retry_at)
-    assert dealer.take_changes() == [UP]
-    dealer.send(b"after all")
-    assert router_message(router)[1] == b"after all"
-    dealer.close()
-    router.close()
+    reached_again(dealer, path, b"after all")
 
 
 def test_a_closed_dealer_is_read_to_its_end_and_then_forgotten(path: str) -> None:

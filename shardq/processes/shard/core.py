@@ -13,11 +13,10 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shardq.cluster import wire
 from shardq.cluster.wire import Request
-from shardq.engine.core import EngineCore
 from shardq.engine.engine import Engine
 from shardq.engine.policy import Policies
 from shardq.engine.records import RECORD_OVERHEAD
@@ -34,11 +33,6 @@ from shardq.processes.shard.optable import OPS, Payload
 from shardq.processes.shard.settling import Settling
 from shardq.storage.events import EventLog
 from shardq.storage.wal import Wal
-
-if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
-    from shardq.nocython import cython
-else:  # compiled: Cython reads the decorators (and imports nothing at run time)
-    import cython
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +181,6 @@ class ShardCore(Direct, Holding):
             return None  # answered when settled, or when the tube opens (UNHOLD)
         return op.apply(self, peer, req.rid, req.conn, req.args, now)
 
-    @cython.locals(engine=EngineCore)  # (compiled: `due` a C call)
     def log_turn(self, wal: Wal) -> None:
         """The log's part of the group commit (`Direct.commit`): this turn's records
         written and synced, or, while the log cannot be written, its next try."""
