@@ -3,31 +3,31 @@ from shardq.engine.tube cimport Tube
 from shardq.protocol.replies cimport job_reply
 
 cdef class EngineCore:
-    cdef public object _created
-    cdef public object _stamp
-    cdef public object _timers_bound
+    cdef public long long _created
+    cdef public long long _stamp
+    cdef public long long _timers_bound
     cdef public object audit
     cdef public object buckets
     cdef public object copy_id
     cdef public list events
     cdef public object families
     cdef public object heads_touched
-    cdef public object job_timeouts
+    cdef public long long job_timeouts
     cdef public dict jobs
-    cdef public object live_bytes
+    cdef public long long live_bytes
     cdef public object log_stats
     cdef public object origin_refs
     cdef public dict owned
-    cdef public object policed
+    cdef public bint policed
     cdef public object policies
     cdef public object shard_index
     cdef public list timers
     cdef public object timing
-    cdef public object total_jobs
+    cdef public long long total_jobs
     cdef public dict tubes
     cdef public dict waiters
     cdef public object wal_out
-    cdef public object wall_offset
+    cdef public long long wall_offset
 
     cpdef ensure_tube(self, str name, now)
     cpdef _gc(self, Tube tube)

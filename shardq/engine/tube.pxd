@@ -17,26 +17,26 @@ cdef class Tube:
     cdef public object delayed
     cdef public dict buried
     cdef public dict waiters
-    cdef public object urgent
-    cdef public object reserved
-    cdef public object offered
-    cdef public object total_jobs
-    cdef public object using
-    cdef public object watching
-    cdef public object cmd_delete
-    cdef public object cmd_pause
-    cdef public object pause
-    cdef public object unpause_at
-    cdef public object body_bytes
+    cdef public long long urgent
+    cdef public long long reserved
+    cdef public long long offered
+    cdef public long long total_jobs
+    cdef public long long using
+    cdef public long long watching
+    cdef public long long cmd_delete
+    cdef public long long cmd_pause
+    cdef public long long pause
+    cdef public long long unpause_at
+    cdef public long long body_bytes
     cdef public object policy
     cdef public object by_age
-    cdef public object discarded
-    cdef public object policy_buried
-    cdef public object expired
-    cdef public object fanned
-    cdef public object moved
+    cdef public long long discarded
+    cdef public long long policy_buried
+    cdef public long long expired
+    cdef public long long fanned
+    cdef public long long moved
     cdef public object throttle
-    cdef public object held
+    cdef public long long held
 
     cpdef jobs(self)
     cpdef bint in_use(self)

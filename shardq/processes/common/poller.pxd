@@ -15,3 +15,5 @@ cdef enum:
     MAX_EVENTS = 1024  #: events taken in one wait; the rest come with the next (level-triggered)
 
 cdef epoll_event FIRED[MAX_EVENTS]  #: where a wait puts what fired (one loop per process)
+
+cpdef object item(object key, Py_ssize_t i)

@@ -7,6 +7,7 @@ from shardq.processes.serving.home cimport can_serve_home, serve_home
 from shardq.processes.common cimport sockio
 
 cpdef reply(ServingState self, Conn conn, bytes data)
+@cython.locals(conn=Conn, moves=bint)
 cpdef flush_output(ServingState self)
 cpdef finish(ServingState self, Conn conn)
 @cython.locals(sent=Py_ssize_t)

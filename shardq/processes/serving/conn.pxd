@@ -7,7 +7,7 @@ cdef class Conn:
     cdef public object sock
     cdef public long fd
     cdef public Parser parser
-    cdef public object max_job_size
+    cdef public long long max_job_size
     cdef public bytearray out
     cdef public object use
     cdef public list watch

@@ -2,6 +2,7 @@
 # build ignores it): the process's state and the connection as C structs, the read as bytes,
 # positions as C integers.
 from shardq.processes.common.clock cimport monotonic
+from shardq.processes.common.sockio cimport add
 cimport cython
 from shardq.processes.serving.conn cimport Conn
 from shardq.processes.shard.direct cimport Direct
@@ -22,7 +23,7 @@ cdef PutLine PUT_LINE
 
 @cython.locals(pos=Py_ssize_t, nl=Py_ssize_t, end=Py_ssize_t, start=Py_ssize_t,
                stop=Py_ssize_t, first=Py_ssize_t, out=bytearray, line=PutLine, core=Direct,
-               size=cython.longlong)
+               size=cython.longlong, max_output=Py_ssize_t, timeout=cython.longlong)
 cpdef Py_ssize_t serve_home(ServingState self, Conn conn, bytes data)
 
 @cython.locals(i=Py_ssize_t, value=cython.longlong, c=cython.uchar)

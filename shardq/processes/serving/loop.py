@@ -35,6 +35,7 @@ from shardq.engine.core import EngineCore
 from shardq.processes.common import collector, lifeline, wakeup
 from shardq.processes.common.clock import monotonic
 from shardq.processes.common.links import Dealer
+from shardq.processes.common.poller import item
 from shardq.processes.serving import (
     clients,
     cross,
@@ -182,7 +183,7 @@ class ServingProcess(ServingState):
     def handle_events(self, events: list[tuple[selectors.SelectorKey, int]]) -> None:
         inbox = None
         for key, mask in events:
-            data = key.data
+            data = item(key, 3)  # key.data (compiled: a C read, poller.pxd)
             if type(data) is Conn:  # the most of them: first
                 conn = data  # (compiled: its fields read as a C struct's)
                 if mask & EVENT_WRITE:

@@ -167,10 +167,12 @@ class ShardCore(Direct, Holding):
             return True  # nothing to fill: no log, no limits
         engine = self.engine
         jobs = 1 + engine.copies(tube) if engine.families else 1
-        if wal is not None and (
-            self.log_fault is not None or not all(wal.admit(body_len) for _ in range(jobs))
-        ):
-            return False
+        if wal is not None:
+            if self.log_fault is not None:
+                return False
+            for _ in range(jobs):  # a loop, not all() of a generator: no closure a put
+                if not wal.admit(body_len):
+                    return False
         return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
 
     def apply(self, peer: bytes, req: Request, now: int) -> Payload | None:
