@@ -152,7 +152,7 @@ class EngineCore:
         timers = self.timers
         return bool(timers) and timers[0][0] <= now
 
-    @cython.locals(job=Job, tube=Tube)
+    @cython.locals(job=Job, tube=Tube, size=cython.Py_ssize_t)
     def _remove(self, job: Job, tube: Tube, now: int, job_id: int | None = None) -> None:
         """Forget a job that is out of its tube's queues already (delete; discard_old and
         max_age in policing.py), and log that it is gone. `job_id`: its id, if at hand."""
@@ -270,7 +270,7 @@ class EngineCore:
 
     # ------------------------------------------------- the fast path's commands
     # (here, not in their mixins, so that the serving path calls them as C functions)
-    @cython.locals(job=Job, tube=Tube)
+    @cython.locals(job=Job, tube=Tube, size=cython.Py_ssize_t)
     def put(
         self,
         job_id: int,
@@ -287,17 +287,18 @@ class EngineCore:
         if job_id in self.jobs:  # a put resent after a restart that had already reached the log
             return True
         tube = self.ensure_tube(tube_name, now)
-        if tube.policy is not None and not self._make_room(tube, tube.policy, len(body), now):
+        size = len(body)
+        if tube.policy is not None and not self._make_room(tube, tube.policy, size, now):
             self._gc(tube)
             return False
         job = new_job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
         self.jobs[job_id] = job
-        tube.body_bytes += len(body)
+        tube.body_bytes += size
         if tube.policy is not None and tube.policy.max_age:
             self._at(now + tube.policy.max_age * NS, T_AGE, job_id)
         tube.total_jobs += 1
         self.total_jobs += 1
-        self.live_bytes += len(body) + RECORD_OVERHEAD
+        self.live_bytes += size + RECORD_OVERHEAD
         if self.audit is not None or self.timing is not None:  # (_note: a call saved)
             self._note(now, "put", job)
         if delay > 0:

@@ -110,7 +110,9 @@ class Conn:
         #: job id -> TTR deadline, as far as we know: changed only by `hold` and `let_go`
         self.reserved: dict[int, int] = {}
         #: (deadline, job id) of `reserved`, a heap; an entry whose job left `reserved` or
-        #: has another deadline now is stale, dropped when it comes to the top
+        #: has another deadline now is stale, dropped when it comes to the top. Empty while
+        #: the connection holds one job at most (its deadline is `reserved`'s one value):
+        #: a worker that reserves and deletes one job at a time never pushes.
         self.deadlines: list[tuple[int, int]] = []
         self.producer = False
         self.worker = False
@@ -140,11 +142,16 @@ class Conn:
 
     def hold(self, job_id: int, deadline: int) -> None:
         """The job is reserved by this connection until `deadline` (a reserve, a touch)."""
-        self.reserved[job_id] = deadline
+        reserved = self.reserved
+        reserved[job_id] = deadline
         heap = self.deadlines
-        heappush(heap, (deadline, job_id))
-        if len(heap) > 2 * len(self.reserved) + 64:  # stale entries under a long-held top
-            self.deadlines = heap = [(d, j) for j, d in self.reserved.items()]
+        if heap:  # it holds every job of `reserved` (and maybe stale ones)
+            heappush(heap, (deadline, job_id))
+            if len(heap) > 2 * len(reserved) + 64:  # stale entries under a long-held top
+                self.deadlines = heap = [(d, j) for j, d in reserved.items()]
+                heapify(heap)
+        elif len(reserved) > 1:  # a second job: the heap starts
+            self.deadlines = heap = [(d, j) for j, d in reserved.items()]
             heapify(heap)
 
     def let_go(self, job_id: int) -> None:
@@ -158,6 +165,16 @@ class Conn:
         of every reserved job made a client that holds many (the bunqueue door: 50 a pull)
         pay for all of them on each reserve."""
         reserved, heap = self.reserved, self.deadlines
+        if not heap:
+            if len(reserved) <= 1:  # one job at most (hold)
+                for job_id, deadline in reserved.items():
+                    if deadline >= now:
+                        return deadline - SAFETY_MARGIN
+                    del reserved[job_id]
+                    break  # (the only one: no iteration goes on after the change)
+                return None
+            self.deadlines = heap = [(d, j) for j, d in reserved.items()]  # (hold starts it
+            heapify(heap)  # at a second job: not reached)
         while heap:
             deadline, job_id = heap[0]
             if reserved.get(job_id) == deadline:
