@@ -61,6 +61,7 @@ COMPILED = (
     "shardq.processes.serving.loop",
     "shardq.processes.serving.peers",
     "shardq.processes.serving.state",
+    "shardq.engine.packed",
     "shardq.engine.ready",
     "shardq.engine.job",
     "shardq.engine.tube",

@@ -1,4 +1,5 @@
 from shardq.engine.job cimport Job, new_job
+from shardq.engine.packed cimport low, pack
 from shardq.engine.tube cimport Tube
 from shardq.protocol.replies cimport job_reply
 

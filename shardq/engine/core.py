@@ -31,6 +31,7 @@ from shardq.engine.job import (
     new_job,
 )
 from shardq.engine.names import FAMILY_MARK, family_of
+from shardq.engine.packed import low, pack
 from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
 from shardq.engine.timing import Timing
@@ -221,7 +222,7 @@ class EngineCore:
                 del self.owned[owner]
         job.hold = hold & LOW_MASK  # no owner
 
-    @cython.locals(job=Job, tube=Tube, held=set)
+    @cython.locals(job=Job, tube=Tube, held=set, ns=cython.longlong, deadline=cython.longlong)
     def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
         """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
         otherwise unpack again)."""
@@ -238,12 +239,13 @@ class EngineCore:
         job.dur += RESERVE
         if self.audit is not None or self.timing is not None:  # (_note: a call saved)
             self._note(now, "reserve", job)
-        deadline = now + (job.dur & ID_MASK) * NS  # ttr
-        job.hold = (conn << 64 | deadline) << 64 | job.hold & ID_MASK  # job.held_by, inlined
+        ns = NS  # (compiled: the deadline's arithmetic in C)
+        deadline = cython.cast(cython.longlong, now) + low(job.dur) * ns  # its ttr's
+        job.hold = pack(conn, deadline, low(job.hold))  # job.held_by, inlined
         tube.reserved += 1
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
             self._spend(tube, now)  # reserve_rate
-        job_id = job.key & ID_MASK
+        job_id = low(job.key)
         held = self.owned.get(conn)  # (setdefault would make a set every time)
         if held is None:
             held = self.owned[conn] = set()
@@ -257,7 +259,7 @@ class EngineCore:
             tube = self.tubes.get(tubes[0])
             if tube is None or not tube.ready or tube.closed(now):
                 return None
-            return self.jobs[tube.ready[0] & ID_MASK]
+            return self.jobs[low(tube.ready[0])]
         best = None
         for name in tubes:
             tube = self.tubes.get(name)

@@ -1,4 +1,5 @@
 cimport cython
+from shardq.engine.packed cimport pack
 
 cdef class Job:
     cdef public object key

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from shardq.engine.packed import pack
+
 NS = 1_000_000_000  #: nanoseconds per second
 URGENT_PRI = 1024  #: ready jobs with a priority below this count as "urgent"
 
@@ -210,7 +212,7 @@ def new_job(
     struct's (≈ 1.5k instructions less than a call through the class with eight
     arguments)."""
     job = Job.__new__(Job)
-    job.key = pri << 128 | seq << 64 | job_id
+    job.key = pack(pri, seq, job_id)  # pri << 128 | seq << 64 | job_id
     job.tube = tube
     job.dur = ttr | delay << 64  # whole seconds, both
     job.body = body
