@@ -7,6 +7,9 @@ cdef class EngineCore:
     cdef public long long _created
     cdef public long long _stamp
     cdef public long long _timers_bound
+    cdef public list fresh
+    cdef public Py_ssize_t fresh_head
+    cdef public Py_ssize_t _fresh_bound
     cdef public object audit
     cdef public object buckets
     cdef public object copy_id

@@ -30,6 +30,15 @@ from shardq.engine.job import (
     Job,
     new_job,
 )
+from shardq.engine.kinds import (
+    FINAL,
+    FRESH_NS,
+    RESERVED,
+    T_AGE,
+    T_WAIT,
+    TIMERS_MIN_BOUND,
+    WAITING,
+)
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.packed import low, pack
 from shardq.engine.policy import Policies
@@ -45,14 +54,6 @@ if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorator
     from shardq.nocython import cython
 else:  # compiled: Cython reads the decorators (and imports nothing at run time)
     import cython
-
-# Kinds of reserve outcome, sent to the serving process with the reply bytes (see reserve.py).
-RESERVED, OFFER, WAITING, FINAL, CANCELLED, NONE_BETTER = 1, 2, 3, 4, 5, 6
-
-TIMERS_MIN_BOUND = 4096  #: the timer heap is never compacted below this size (timers.py)
-
-# Timer kinds in the engine's heap (`_at`; what each does when it fires: timers.py).
-T_DELAY, T_TTR, T_PAUSE, T_WAIT, T_AGE, T_TOKEN = 1, 2, 3, 4, 5, 6
 
 
 def reserved_fields(job_id: int, body: bytes, deadline: int) -> list[Any]:
@@ -74,6 +75,11 @@ class EngineCore:
         self.waiters: dict[int, Waiter] = {}  # rid -> waiter
         self.timers: list[tuple[int, int, int, Any]] = []
         self._timers_bound = TIMERS_MIN_BOUND  # compact the heap when it grows past this
+        #: (when it joins the heap, when it is due, job id): the TTR timers of the latest
+        #: reserves, oldest first from `fresh_head` on (timers.py, `_promote_fresh`)
+        self.fresh: list[tuple[int, int, int]] = []
+        self.fresh_head = 0
+        self._fresh_bound = TIMERS_MIN_BOUND  # swept of dead timers when it grows past this
         self.events: list[tuple[int, list[Any]]] = []
         self.total_jobs = 0
         self.job_timeouts = 0
@@ -142,16 +148,13 @@ class EngineCore:
             if last.order > tube.order:
                 last.order = tube.order
 
-    def next_due(self) -> int | None:
-        """When the first timer is due (it may be one left behind: never later than the
-        first that matters); None: there is none."""
-        return self.timers[0][0] if self.timers else None
-
     def due(self, now: int) -> bool:
-        """Is a timer due at `now`? (What `tick` checks first: the hot callers ask this,
-        a C call, before paying for `tick`'s.)"""
+        """Is a timer due at `now`, or a fresh one to join the heap? (What `tick` checks
+        first: the hot callers ask this, a C call, before paying for `tick`'s.)"""
         timers = self.timers
-        return bool(timers) and timers[0][0] <= now
+        if timers and timers[0][0] <= now:
+            return True
+        return self.fresh_head < len(self.fresh) and self.fresh[self.fresh_head][0] <= now
 
     @cython.locals(job=Job, tube=Tube, size=cython.Py_ssize_t)
     def _remove(self, job: Job, tube: Tube, now: int, job_id: int | None = None) -> None:
@@ -250,7 +253,10 @@ class EngineCore:
         if held is None:
             held = self.owned[conn] = set()
         held.add(job_id)
-        self._at(deadline + 1, T_TTR, job_id)
+        fresh = self.fresh  # its TTR timer (T_TTR), due just after the deadline: fresh first
+        fresh.append((now + FRESH_NS, deadline + 1, job_id))
+        if len(fresh) - self.fresh_head > self._fresh_bound:  # reserves outpacing FRESH_NS
+            self._sweep_fresh()
         return job_id, deadline
 
     @cython.locals(job=Job, tube=Tube)
@@ -389,6 +395,7 @@ class EngineCore:
     if TYPE_CHECKING:  # provided by the mixins Engine is made of
 
         def _compact_timers(self) -> None: ...  # timers.py
+        def _sweep_fresh(self) -> None: ...  # timers.py
         def tick(self, now: int) -> None: ...  # timers.py
         def _serve_tube(self, tube: Tube, now: int) -> None: ...  # reserve.py
         def _serve_tubes(self, tubes: list[Tube], now: int) -> None: ...  # reserve.py

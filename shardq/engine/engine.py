@@ -22,15 +22,6 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any
 
-from shardq.engine.core import (
-    CANCELLED,
-    FINAL,
-    NONE_BETTER,
-    OFFER,
-    RESERVED,
-    TIMERS_MIN_BOUND,
-    WAITING,
-)
 from shardq.engine.fanout import Fanning
 from shardq.engine.job import (
     BURY,
@@ -40,6 +31,15 @@ from shardq.engine.job import (
     RELEASE,
     ST_BURIED,
     Job,
+)
+from shardq.engine.kinds import (
+    CANCELLED,
+    FINAL,
+    NONE_BETTER,
+    OFFER,
+    RESERVED,
+    TIMERS_MIN_BOUND,
+    WAITING,
 )
 from shardq.engine.policing import Policing
 from shardq.engine.records import RECORD_OVERHEAD

@@ -11,16 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from shardq.engine.core import (
-    CANCELLED,
-    FINAL,
-    NONE_BETTER,
-    OFFER,
-    RESERVED,
-    WAITING,
-    EngineCore,
-    reserved_fields,
-)
+from shardq.engine.core import EngineCore, reserved_fields
 from shardq.engine.job import (
     ID_MASK,
     NS,
@@ -30,6 +21,7 @@ from shardq.engine.job import (
     URGENT_KEY,
     Job,
 )
+from shardq.engine.kinds import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING
 from shardq.engine.timers import T_TTR
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies

@@ -5,6 +5,12 @@ Delays end, TTRs run out, pauses end, waiting reserves expire, jobs reach their 
 this heap. A timer is not removed when its reason goes (a
 reserved job deleted, a delayed job kicked): every entry is re-checked when it fires, and
 the heap is compacted when it doubles.
+
+A reserve's TTR timer is first one of the engine's `fresh` (a list in reserve order), and
+joins the heap FRESH_NS later if its job is still reserved by that reserve: most workers
+delete a job well within that time, so its timer costs an append, not a push onto the heap
+and a share of its compactions. FRESH_NS is below the least TTR (1 s), so every timer is
+in the heap before it is due; `due` and `next_due` count the fresh ones' joining as a timer.
 """
 
 from __future__ import annotations
@@ -12,8 +18,11 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING, Any
 
-from shardq.engine.core import (
+from shardq.engine.core import EngineCore
+from shardq.engine.job import ID_MASK, ST_DELAYED, ST_RESERVED, TIMEOUT, Job
+from shardq.engine.kinds import (
     FINAL,
+    FRESH_NS,
     T_AGE,
     T_DELAY,
     T_PAUSE,
@@ -21,9 +30,7 @@ from shardq.engine.core import (
     T_TTR,
     T_WAIT,
     TIMERS_MIN_BOUND,
-    EngineCore,
 )
-from shardq.engine.job import ID_MASK, ST_DELAYED, ST_RESERVED, TIMEOUT, Job
 from shardq.engine.tube import Tube
 
 if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorators
@@ -33,6 +40,7 @@ else:  # compiled: Cython reads the decorators (and imports nothing at run time)
 
 
 __all__ = [
+    "FRESH_NS",
     "T_AGE",
     "T_DELAY",
     "T_PAUSE",
@@ -42,6 +50,12 @@ __all__ = [
     "TIMERS_MIN_BOUND",
     "Timers",
 ]
+
+
+def ttr_set_by(job: Job, when: int) -> bool:
+    """Is the job still reserved by the reserve that set a TTR timer due `when` (its
+    deadline's bits in `hold`)? `_timed_job`'s check, as a C call where it runs per timer."""
+    return job.state == ST_RESERVED and (job.hold >> 64) & ID_MASK == (when - 1) & ID_MASK
 
 
 class Timers(EngineCore):
@@ -62,12 +76,7 @@ class Timers(EngineCore):
             when, _stamp, kind, key = timer
             if kind == T_TTR:  # the most of them: `_timed_job`'s check, without its calls
                 job = jobs.get(key)
-                # still reserved, and by the reserve that set it (its deadline's bits)
-                if (
-                    job is None
-                    or job.state != ST_RESERVED
-                    or (job.hold >> 64) & ID_MASK != (when - 1) & ID_MASK
-                ):
+                if job is None or not ttr_set_by(job, when):
                     continue
             elif not self._timer_live(when, kind, key):
                 continue
@@ -106,14 +115,65 @@ class Timers(EngineCore):
         self.tubes[job.tube].delayed.add(job.delayed_key)
         self._at(job.deadline, T_DELAY, job.id)
 
+    def next_due(self) -> int | None:
+        """When the first timer is due (it may be one left behind: never later than the
+        first that matters), or the first fresh one joins the heap; None: there is none."""
+        first = self.timers[0][0] if self.timers else None
+        if self.fresh_head < len(self.fresh):
+            joins = self.fresh[self.fresh_head][0]
+            if first is None or joins < first:
+                return joins
+        return first
+
     def next_wakeup(self) -> int | None:
-        return self.timers[0][0] if self.timers else None
+        return self.next_due()
+
+    @cython.locals(
+        self=EngineCore, fresh=list, head=cython.Py_ssize_t, end=cython.Py_ssize_t, jobs=dict
+    )
+    def _promote_fresh(self, now: int) -> None:
+        """The fresh TTR timers whose time has come join the heap, with those whose time
+        comes within FRESH_NS / 2 (so that they join in batches, one call every FRESH_NS / 2
+        at most, not one for every reserve); those whose job is no longer reserved by the
+        reserve that set them are dropped."""
+        fresh, head, end = self.fresh, self.fresh_head, len(self.fresh)
+        jobs = self.jobs
+        until = now + FRESH_NS // 2
+        while head < end and fresh[head][0] <= until:
+            _joins, when, job_id = fresh[head]
+            head += 1
+            if job_id in jobs and ttr_set_by(jobs[job_id], when):
+                self._at(when, T_TTR, job_id)
+        if head == end:
+            fresh.clear()
+            head = 0
+        elif head > TIMERS_MIN_BOUND and 2 * head > end:  # the joined ones' room given back
+            del fresh[:head]
+            head = 0
+        self.fresh_head = head
+
+    @cython.locals(self=EngineCore)
+    def _sweep_fresh(self) -> None:
+        """Keep only the fresh timers whose job is still reserved by the reserve that set
+        them: reserves that outpace FRESH_NS (a burst, or a clock that stands still in a
+        test) keep the list within twice its live timers, as compaction keeps the heap."""
+        jobs = self.jobs
+        live = [
+            entry
+            for entry in self.fresh[self.fresh_head :]
+            if entry[2] in jobs and ttr_set_by(jobs[entry[2]], entry[1])
+        ]
+        self.fresh = live
+        self.fresh_head = 0
+        self._fresh_bound = max(TIMERS_MIN_BOUND, 2 * len(live))
 
     @cython.locals(self=EngineCore)
     def tick(self, now: int) -> None:
         """Run every timer that is due: delays end, TTRs run out, pauses end, waits expire,
         tokens come. Tubes that a pause's end or a token opened are served together, after."""
         opened: list[Tube] = []
+        if self.fresh_head < len(self.fresh):
+            self._promote_fresh(now)
         while self.timers and self.timers[0][0] <= now:
             when, _, kind, key = heapq.heappop(self.timers)
             if kind == T_DELAY:

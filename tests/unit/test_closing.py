@@ -110,7 +110,13 @@ def test_a_hold_never_lifted_ends_after_hold_s() -> None:
     core = holding()
     run(core, A, req(ops.DISCONNECT, 20, HOLDER, True, False))
     run(core, B, reserve(10))
-    assert core.next_wakeup() == T0 + HOLD_NS  # the loop wakes for it
+    wake, early = core.next_wakeup(), 0
+    while wake is not None and wake < T0 + HOLD_NS:  # a fresh TTR timer joins the heap
+        nothing: Outbox = {}
+        core.take_events(wake, nothing)
+        assert nothing == {}
+        wake, early = core.next_wakeup(), early + 1
+    assert wake == T0 + HOLD_NS and early <= 1  # the loop wakes for it
     assert run(core, B, req(ops.STATS_TUBE, 12, OTHER, "t"), T0 + HOLD_NS - 1)[B][0][0] == 12
     out: Outbox = {}
     core.take_events(T0 + HOLD_NS, out)

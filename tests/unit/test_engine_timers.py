@@ -9,6 +9,7 @@ from engine_helpers import Q, served
 
 from shardq.engine.engine import FINAL, TIMERS_MIN_BOUND
 from shardq.engine.job import NS
+from shardq.engine.timers import FRESH_NS
 from shardq.protocol import proto
 
 # --------------------------------------------------------------------------- TTR
@@ -109,3 +110,50 @@ def test_timer_compaction_keeps_the_live_timers(q: Q) -> None:
     assert [payload[1] for _, payload in q.events()] == [proto.TIMED_OUT]
     q.advance(4 * NS)
     assert q.state(held) == "ready"  # its TTR ran out
+
+
+# --------------------------------------------------------------------------- fresh timers
+
+
+def test_a_job_deleted_soon_after_its_reserve_never_joins_the_heap(q: Q) -> None:
+    """A reserve's TTR timer waits among the fresh ones for FRESH_NS: a job deleted sooner
+    costs the heap nothing, and once that time has passed nothing of it is left."""
+    for _ in range(100):
+        job = q.put(ttr=60)
+        assert q.reserve_id(1) == job
+        assert q.e.delete(1, job, q.now) == proto.DELETED
+        q.advance(1_000)
+    assert q.e.timers == [] and len(q.e.fresh) - q.e.fresh_head == 100
+    q.advance(FRESH_NS)
+    assert q.e.timers == [] and q.e.fresh == []
+    assert q.e.next_wakeup() is None
+
+
+def test_a_held_job_s_timer_joins_before_it_is_due(q: Q) -> None:
+    """The least TTR, held: its timer is in the heap before its deadline, and the wake-ups
+    asked for never pass it."""
+    job = q.put(ttr=1)
+    q.reserve_id(1)
+    deadline = q.now + NS
+    while (wake := q.e.next_wakeup()) is not None and wake <= deadline:
+        q.to(wake)
+    assert q.state(job) == "reserved" and q.now < deadline
+    assert [timer[0] for timer in q.e.timers] == [deadline + 1]
+    q.to(deadline + 1)
+    assert q.state(job) == "ready"
+
+
+def test_fresh_timers_stay_bounded_while_the_clock_stands_still(q: Q) -> None:
+    """Reserves faster than FRESH_NS (here: no time passes at all) sweep the fresh timers of
+    deleted jobs, and keep the live ones."""
+    held = q.put(ttr=5)
+    assert q.reserve_id(2) == held
+    for _ in range(3 * TIMERS_MIN_BOUND):
+        job = q.put(tube="churn")
+        assert q.reserve_id(3, ("churn",)) == job
+        assert q.e.delete(3, job, q.now) == proto.DELETED
+        assert len(q.e.fresh) - q.e.fresh_head <= TIMERS_MIN_BOUND + 1
+    q.advance(5 * NS)
+    assert q.state(held) == "reserved"
+    q.advance(1)
+    assert q.state(held) == "ready"

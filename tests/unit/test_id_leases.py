@@ -95,6 +95,23 @@ def test_the_shard_of_an_id_by_the_rule_by_its_lease_and_by_the_loaded_table() -
     assert ids.job_shard(block_ids(block)[0]) == 0
 
 
+def test_a_block_answered_by_the_rule_then_loaded_or_leased_elsewhere_is_answered_anew() -> None:
+    """`job_shard` remembers the block it answered last; a table that says otherwise for
+    that block (loaded, or a lease) is what it answers next."""
+    rule = block_shard(5, 2)
+    ids, coordinator = leases(shards=2)
+    assert ids.job_shard(5 * ID_BLOCK + 1) == rule
+    assert ids.job_shard(5 * ID_BLOCK + 2) == rule  # the same block again
+    ids.load([[5, 1 - rule]])
+    assert ids.job_shard(5 * ID_BLOCK + 3) == 1 - rule
+    other = block_shard(7, 2)
+    assert ids.job_shard(7 * ID_BLOCK + 1) == other
+    ids.leasing[1 - other] = 1
+    ids.on_lease(1 - other, 7)
+    assert ids.job_shard(7 * ID_BLOCK + 2) == 1 - other
+    assert ids.job_shard(5 * ID_BLOCK + 4) == 1 - rule and ids.job_shard(1) == block_shard(0, 2)
+
+
 def test_given_ids_need_no_lease() -> None:
     ids, coordinator = leases()
     ids.give(0, range(1, 4))

@@ -1,5 +1,6 @@
 # Typed layout of ids.py's IdLeases for the compiled build (Cython reads this beside ids.py).
 
+cimport cython
 from shardq.cluster.routing cimport block_shard, id_block
 
 cdef long long HALF_BLOCK
@@ -15,8 +16,11 @@ cdef class IdLeases:
     cdef public dict leasing
     cdef public dict waiters
     cdef public object loaded
+    cdef public long long last_block
+    cdef public long long last_shard
 
     cpdef take(self, shard)
     cpdef bint has_id(self, shard)
     cpdef lease(self, shard)
+    @cython.locals(block=cython.longlong)
     cpdef job_shard(self, job_id)

@@ -47,6 +47,10 @@ class IdLeases:
         self.leasing: dict[int, int] = {}  # shard -> leases asked for and not answered
         self.waiters: dict[int, list[Callable[[], None]]] = {}  # shard -> puts waiting
         self.loaded = False  # the coordinator's table of blocks is in (`load`)
+        #: the block `job_shard` answered last and its shard (-1: none): a serving process's
+        #: deletes are mostly of its own latest block's ids; cleared when `blocks` changes
+        self.last_block = -1
+        self.last_shard = 0
 
     @cython.locals(job_id=cython.longlong, end=cython.longlong)
     def take(self, shard: int) -> int | None:
@@ -93,6 +97,7 @@ class IdLeases:
         """A block leased to `shard`: held ahead, and the puts waiting for it resumed."""
         self.leasing[shard] -= 1
         self.blocks[block] = shard
+        self.last_block = -1  # (it may have answered this block by the rule)
         self.spare.setdefault(shard, []).append(block_ids(block))  # blocks come in order
         for resume in self.waiters.pop(shard, []):
             try:
@@ -108,14 +113,20 @@ class IdLeases:
         """The blocks leased before this process started ([block, shard] pairs)."""
         for block, shard in table:
             self.blocks[block] = shard
+        self.last_block = -1
         self.loaded = True
 
     def job_shard(self, job_id: int) -> int:
         """The shard of an id: its block's, from the table of blocks leased before the rule
         (routing.block_shard) or by this process, else by the rule."""
         block = id_block(job_id)  # (compiled: C calls, routing.pxd)
+        if block == self.last_block:
+            return self.last_shard
         shard = self.blocks.get(block)
-        return block_shard(block, self.shard_count) if shard is None else shard
+        if shard is None:
+            shard = block_shard(block, self.shard_count)
+        self.last_block, self.last_shard = block, shard
+        return shard
 
 
 def shard_of(self: ServingProcess, tube: str) -> int:
