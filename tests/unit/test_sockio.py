@@ -77,3 +77,14 @@ def test_add_is_in_place_concatenation(start: bytes, data: bytes) -> None:
     sockio.add(out, data)
     assert out == start + data
     assert alias is out  # the same buffer, grown in place (the connection keeps it)
+
+
+@pytest.mark.parametrize(("start", "n"), [(b"", 0), (b"abc", 0), (b"abc", 2), (b"abc", 3)])
+def test_drop_is_in_place_deletion_of_the_first_n(start: bytes, n: int) -> None:
+    out = bytearray(start)
+    alias = out
+    sockio.drop(out, n)
+    assert out == start[n:]
+    assert alias is out
+    sockio.add(out, b"next")  # the buffer goes on taking replies
+    assert out == start[n:] + b"next"

@@ -11,3 +11,4 @@ cpdef bytes head(bytearray buf, Py_ssize_t n)
 cdef long checked(long n) except? -1
 @cython.locals(n=Py_ssize_t, size=Py_ssize_t)
 cpdef add(bytearray out, bytes data)
+cpdef drop(bytearray out, Py_ssize_t n)

@@ -70,6 +70,15 @@ def checked(n: int) -> int:
     return n
 
 
+def drop(out: bytearray, n: int) -> None:
+    """`del out[:n]` (compiled: all of it, the common case, as a C resize, without the
+    slice object and the generic item deletion)."""
+    if cython.compiled and n == len(out):
+        PyByteArray_Resize(out, 0)  # type: ignore[name-defined]  # noqa: F821
+        return
+    del out[:n]
+
+
 def add(out: bytearray, data: bytes) -> None:
     """`out += data` (compiled: the buffer resized and the bytes copied in C, without the
     generic in-place add)."""

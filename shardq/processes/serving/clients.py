@@ -102,7 +102,7 @@ def write(self: ServingProcess, conn: Conn) -> None:
             self.close(conn)
             return
         sent = 0
-    del conn.out[:sent]
+    sockio.drop(conn.out, sent)
     if bool(conn.out) != bool(conn.events & EVENT_WRITE):  # epoll_ctl on a change
         self.interest(conn)
 
