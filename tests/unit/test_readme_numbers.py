@@ -164,6 +164,18 @@ FIGURES = [
         r".*pingpong \*\*([\d.]+)\*\*",
     ),
     Figure(
+        "the C generator against beanstalkd at 5739250",
+        r"At 5739250 \(.The engine's big ints and the turn's look-ups by name., a slow window "
+        r"for the VM\): put 50×16 ([\d.]+)x, reserve and delete ([\d.]+)x, mixed ([\d.]+)x with "
+        r"50 connections and ([\d.]+)x with 200, multitube ([\d.]+)x; one client while a core "
+        r"is busy ([\d.]+)x, pingpong then ([\d.]+)x",
+        "The engine's big ints and the turn's look-ups by name",
+        r"\| put 50×16 \|[^*]*\*\*([\d.]+)\*\*.*\| reserve\+delete 50 conns \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| mixed 50 conns \|[^*]*\*\*([\d.]+)\*\*.*\| mixed 200 conns \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| multitube 16 tubes, 64 conns \|[^*]*\*\*([\d.]+)\*\*.*put 1 conn \*\*([\d.]+)\*\*"
+        r".*pingpong \*\*([\d.]+)\*\*",
+    ),
+    Figure(
         "shardqd binds its port",
         r"It binds the port ≈ ([\d.]+) s after launch",
         "Third pass",
