@@ -231,11 +231,11 @@ class EngineCore:
         otherwise unpack again)."""
         tube = self.tubes[job.tube]
         if job.state is ST_READY:  # the common case: _unlink's and the table's step inlined
+            assert op == "reserve"  # (an accept comes from OFFERED)
             tube.remove_ready(job)
             if self.heads_touched is not None:
                 self.heads_touched.add(tube.name)
-            job.state = ST_RESERVED  # TRANSITIONS[(ST_READY, op)] for both ops that come here
-            assert op == "reserve"
+            job.state = ST_RESERVED  # TRANSITIONS[(ST_READY, "reserve")]
         else:
             self._unlink(job)
             job.state = TRANSITIONS[(job.state, op)]  # job.move(op), without its call

@@ -1,6 +1,6 @@
 """The engine's small vocabularies: what a reserve answered, and the kinds of timer.
 
-Named once here; `core` (and `engine`, which the upper layers import from) re-export them.
+Named once here, for the engine's modules; `engine` re-exports them to the upper layers.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class Timers(EngineCore):
             return None
         if kind == T_DELAY:
             return job if job.state == ST_DELAYED and job.deadline == when else None
-        return job if job.state == ST_RESERVED and job.deadline + 1 == when else None
+        return job if ttr_set_by(job, when) else None
 
     def _delay(self, job: Job, delay: int, now: int) -> None:
         """Put a job in its tube's delayed queue until `now + delay` (ns)."""
@@ -129,7 +129,12 @@ class Timers(EngineCore):
         return self.next_due()
 
     @cython.locals(
-        self=EngineCore, fresh=list, head=cython.Py_ssize_t, end=cython.Py_ssize_t, jobs=dict
+        self=EngineCore,
+        fresh=list,
+        head=cython.Py_ssize_t,
+        end=cython.Py_ssize_t,
+        jobs=dict,
+        job=Job,
     )
     def _promote_fresh(self, now: int) -> None:
         """The fresh TTR timers whose time has come join the heap, with those whose time
@@ -142,7 +147,8 @@ class Timers(EngineCore):
         while head < end and fresh[head][0] <= until:
             _joins, when, job_id = fresh[head]
             head += 1
-            if job_id in jobs and ttr_set_by(jobs[job_id], when):
+            job = jobs.get(job_id)
+            if job is not None and ttr_set_by(job, when):
                 self._at(when, T_TTR, job_id)
         if head == end:
             fresh.clear()
@@ -161,7 +167,7 @@ class Timers(EngineCore):
         live = [
             entry
             for entry in self.fresh[self.fresh_head :]
-            if entry[2] in jobs and ttr_set_by(jobs[entry[2]], entry[1])
+            if (job := jobs.get(entry[2])) is not None and ttr_set_by(job, entry[1])
         ]
         self.fresh = live
         self.fresh_head = 0

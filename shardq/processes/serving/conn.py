@@ -165,16 +165,13 @@ class Conn:
         of every reserved job made a client that holds many (the bunqueue door: 50 a pull)
         pay for all of them on each reserve."""
         reserved, heap = self.reserved, self.deadlines
-        if not heap:
-            if len(reserved) <= 1:  # one job at most (hold)
-                for job_id, deadline in reserved.items():
-                    if deadline >= now:
-                        return deadline - SAFETY_MARGIN
-                    del reserved[job_id]
-                    break  # (the only one: no iteration goes on after the change)
-                return None
-            self.deadlines = heap = [(d, j) for j, d in reserved.items()]  # (hold starts it
-            heapify(heap)  # at a second job: not reached)
+        if not heap:  # one job at most: hold starts the heap at a second
+            for job_id, deadline in reserved.items():
+                if deadline >= now:
+                    return deadline - SAFETY_MARGIN
+                del reserved[job_id]
+                break  # (the only one: no iteration goes on after the change)
+            return None
         while heap:
             deadline, job_id = heap[0]
             if reserved.get(job_id) == deadline:

@@ -23,7 +23,7 @@ from shardq.engine.records import RECORD_OVERHEAD
 from shardq.engine.timing import Timing
 from shardq.processes.common import live, outofmemory, quota
 from shardq.processes.common.heads import HeadTable
-from shardq.processes.common.quota import JOB_OVERHEAD_BYTES, job_bytes
+from shardq.processes.common.quota import JOB_OVERHEAD_BYTES
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.direct import LOCAL_PEER, Direct
@@ -156,24 +156,6 @@ class ShardCore(Direct, Holding):
             return self.failed(op, 0, e)
         assert payload is not None, op  # only ops with a reply come this way
         return payload
-
-    def admit(self, tube: str, body_len: int) -> bool:
-        """May a put of `body_len` bytes into `tube` be taken, with the copies its tube's
-        fanout makes (engine/fanout.py)? There must be room to log them all (`Wal.admit`)
-        and room under limits.max_jobs and max_memory (`quota.Quota.admit`); False: it is
-        answered OUT_OF_MEMORY."""
-        wal = self.wal
-        if wal is None and self.quota is None:
-            return True  # nothing to fill: no log, no limits
-        engine = self.engine
-        jobs = 1 + engine.copies(tube) if engine.families else 1
-        if wal is not None:
-            if self.log_fault is not None:
-                return False
-            for _ in range(jobs):  # a loop, not all() of a generator: no closure a put
-                if not wal.admit(body_len):
-                    return False
-        return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
 
     def apply(self, peer: bytes, req: Request, now: int) -> Payload | None:
         """Dispatch through the op's declaration (ops.py); an op that hands out a job

@@ -22,6 +22,7 @@ cdef class Direct:
     cpdef route_events(self, out)
     cpdef commit(self)
 
+    cpdef bint admit(self, str tube, Py_ssize_t body_len)
     cpdef bytes put_local(self, job_id, seq, str tube, pri, delay, ttr, bytes body, now)
     cpdef bytes delete_local(self, conn, job_id, now)
     cpdef reserve_local(self, conn, rid, tuple tubes, now, timeout_at, soon_at)

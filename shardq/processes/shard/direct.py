@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from shardq.cluster.wire import Request
 from shardq.engine.core import EngineCore
 from shardq.processes.common import outofmemory
+from shardq.processes.common.quota import job_bytes
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.holding import Answered
@@ -60,8 +61,6 @@ class Direct:
     # What ShardCore provides. Compiled, a C class's body defines these stubs whatever the
     # `if` says, so they may only name methods of ShardCore itself (first in its MRO).
     if TYPE_CHECKING:
-
-        def admit(self, tube: str, body_len: int) -> bool: ...
 
         def handle(self, peer: bytes, req: Request, now: int) -> Answered | None: ...
 
@@ -137,6 +136,25 @@ class Direct:
 
     # ------------------------------------------------------------------ the fast path
 
+    @cython.locals(engine=EngineCore)
+    def admit(self, tube: str, body_len: int) -> bool:
+        """May a put of `body_len` bytes into `tube` be taken, with the copies its tube's
+        fanout makes (engine/fanout.py)? There must be room to log them all (`Wal.admit`)
+        and room under limits.max_jobs and max_memory (`quota.Quota.admit`); False: it is
+        answered OUT_OF_MEMORY."""
+        wal = self.wal
+        if wal is None and self.quota is None:
+            return True  # nothing to fill: no log, no limits
+        engine = self.engine
+        jobs = 1 + engine.copies(tube) if engine.families else 1
+        if wal is not None:
+            if self.log_fault is not None:
+                return False
+            for _ in range(jobs):  # a loop, not all() of a generator: no closure a put
+                if not wal.admit(body_len):
+                    return False
+        return self.quota is None or self.quota.admit(self.index, job_bytes(body_len), jobs)
+
     @cython.locals(engine=EngineCore)  # (compiled: the engine's calls are C calls)
     def put_local(
         self,
@@ -151,8 +169,7 @@ class Direct:
     ) -> bytes:
         """A put from the hosting serving process's fast path (serving/home.py): the
         client's reply. As `run` does for PUT, without a request to unpack."""
-        # (nothing to fill without a log or limits: admit's first test, without its call)
-        if (self.wal is not None or self.quota is not None) and not self.admit(tube, len(body)):
+        if not self.admit(tube, len(body)):
             return proto.OUT_OF_MEMORY
         engine = self.engine
         try:
