@@ -24,7 +24,8 @@ class NoCython:
     """The part of Cython's `cython` module the typed modules use."""
 
     compiled = False  #: a branch under ``if not cython.compiled`` is the pure build's own
-    long = longlong = Py_ssize_t = int  #: C types named in ``locals``: plain ints, uncompiled
+    #: C types named in ``locals``: plain ints, uncompiled
+    long = longlong = ulonglong = Py_ssize_t = int
     p_char = bytes  #: a C pointer to bytes (`cast` names it): only compiled branches use it
     NULL = None  #: C's null pointer, as compiled branches pass it
 

@@ -1,4 +1,5 @@
 from shardq.engine.job cimport Job, new_job
+from shardq.engine.jobtable cimport JobTable
 from shardq.engine.packed cimport low, pack
 from shardq.engine.tube cimport Tube
 from shardq.protocol.replies cimport job_reply
@@ -17,7 +18,7 @@ cdef class EngineCore:
     cdef public object families
     cdef public object heads_touched
     cdef public long long job_timeouts
-    cdef public dict jobs
+    cdef public JobTable jobs
     cdef public long long live_bytes
     cdef public object log_stats
     cdef public object origin_refs

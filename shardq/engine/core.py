@@ -30,6 +30,7 @@ from shardq.engine.job import (
     Job,
     new_job,
 )
+from shardq.engine.jobtable import JobTable
 from shardq.engine.kinds import (
     FINAL,
     FRESH_NS,
@@ -70,7 +71,7 @@ class EngineCore:
 
     def __init__(self, owns_default: bool = True) -> None:
         self.tubes: dict[str, Tube] = {}
-        self.jobs: dict[int, Job] = {}
+        self.jobs = JobTable()  #: id -> job
         self.owned: dict[int, set[int]] = {}  # conn -> ids of jobs it has reserved or been offered
         self.waiters: dict[int, Waiter] = {}  # rid -> waiter
         self.timers: list[tuple[int, int, int, Any]] = []
@@ -162,7 +163,7 @@ class EngineCore:
         max_age in policing.py), and log that it is gone. `job_id`: its id, if at hand."""
         if job_id is None:
             job_id = job.key & ID_MASK
-        del self.jobs[job_id]
+        self.jobs.pop(job_id)
         size = len(job.body)
         self.live_bytes -= size + RECORD_OVERHEAD
         tube.body_bytes -= size
@@ -265,7 +266,7 @@ class EngineCore:
             tube = self.tubes.get(tubes[0])
             if tube is None or not tube.ready or tube.closed(now):
                 return None
-            return self.jobs[low(tube.ready[0])]
+            return self.jobs.get(low(tube.ready[0]))
         best = None
         for name in tubes:
             tube = self.tubes.get(name)
@@ -274,7 +275,7 @@ class EngineCore:
             head = tube.ready[0]
             if best is None or head < best:
                 best = head
-        return None if best is None else self.jobs[best & ID_MASK]
+        return None if best is None else self.jobs.get(best & ID_MASK)
 
     # ------------------------------------------------- the fast path's commands
     # (here, not in their mixins, so that the serving path calls them as C functions)
@@ -292,7 +293,7 @@ class EngineCore:
     ) -> bool:
         """Take the job: True (INSERTED), or False when its tube's policy makes no room
         for it (OUT_OF_MEMORY, nothing taken)."""
-        if job_id in self.jobs:  # a put resent after a restart that had already reached the log
+        if self.jobs.get(job_id) is not None:  # resent after a restart, and in the log already
             return True
         tube = self.ensure_tube(tube_name, now)
         size = len(body)
@@ -300,7 +301,7 @@ class EngineCore:
             self._gc(tube)
             return False
         job = new_job(job_id, seq, tube_name, pri, delay, max(ttr, 1), body, now)
-        self.jobs[job_id] = job
+        self.jobs.add(job_id, job)
         tube.body_bytes += size
         if tube.policy is not None and tube.policy.max_age:
             self._at(now + tube.policy.max_age * NS, T_AGE, job_id)

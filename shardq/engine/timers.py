@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardq.engine.core import EngineCore
 from shardq.engine.job import ID_MASK, ST_DELAYED, ST_RESERVED, TIMEOUT, Job
+from shardq.engine.jobtable import JobTable
 from shardq.engine.kinds import (
     FINAL,
     FRESH_NS,
@@ -63,7 +64,7 @@ class Timers(EngineCore):
 
     __slots__ = ()  # the state is EngineCore's
 
-    @cython.locals(self=EngineCore, job=Job, jobs=dict, kept=list)
+    @cython.locals(self=EngineCore, job=Job, jobs=JobTable, kept=list)
     def _compact_timers(self) -> None:
         """Drop the timers that can no longer do anything. A timer is not removed when its
         reason goes (a reserved job deleted, a delayed job kicked): it is checked when it
@@ -133,7 +134,7 @@ class Timers(EngineCore):
         fresh=list,
         head=cython.Py_ssize_t,
         end=cython.Py_ssize_t,
-        jobs=dict,
+        jobs=JobTable,
         job=Job,
     )
     def _promote_fresh(self, now: int) -> None:

@@ -1,0 +1,18 @@
+from shardq.engine.job cimport Job
+
+cdef long long BLOCK, SHIFT, SLOT_MASK
+
+cdef class Block:
+    cdef public list slots
+    cdef public Py_ssize_t live
+
+cdef class JobTable:
+    cdef public dict blocks
+    cdef public Py_ssize_t count
+    cdef public long long last_no
+    cdef public Block last
+
+    cpdef Block _block(self, long long no)
+    cpdef Job get(self, unsigned long long job_id)
+    cpdef add(self, unsigned long long job_id, Job job)
+    cpdef Job pop(self, unsigned long long job_id)

@@ -1,0 +1,88 @@
+"""The engine's table of jobs by id (engine/jobtable.py): a mapping as a dict is, in blocks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from shardq.cluster.routing import ID_BLOCK, block_ids, id_block
+from shardq.engine.job import Job, new_job
+from shardq.engine.jobtable import JobTable
+
+
+def job(job_id: int) -> Job:
+    return new_job(job_id, job_id, "default", 0, 0, 60, b"x", 0)
+
+
+def test_a_mapping_of_id_to_job() -> None:
+    table = JobTable()
+    a, b = job(1), job(5000)
+    table.add(1, a)
+    table[5000] = b
+    assert len(table) == 2
+    assert table.get(1) is a and table[5000] is b
+    assert 1 in table and 5000 in table
+    assert table.get(2) is None and 2 not in table
+    assert table.get(0) is None and 0 not in table
+    for other in (-1, 1 << 64, "1", None, 1.0):
+        assert other not in table
+    with pytest.raises(KeyError):
+        table[2]
+    with pytest.raises(KeyError):
+        del table[2]
+    assert table.pop(1) is a and table.pop(1) is None
+    del table[5000]
+    assert len(table) == 0 and list(table) == []
+
+
+def test_a_job_put_again_under_its_id_is_counted_once() -> None:
+    table = JobTable()
+    table.add(7, job(7))
+    again = job(7)
+    table.add(7, again)
+    assert len(table) == 1 and table[7] is again
+
+
+def test_iterates_in_order_of_id_and_gives_back_empty_blocks() -> None:
+    table = JobTable()
+    ids = [3 * ID_BLOCK + 1, 2, ID_BLOCK, ID_BLOCK + 1, (1 << 40) + 5, (1 << 64) - 1]
+    for job_id in ids:
+        table.add(job_id, job(job_id))
+    assert list(table) == sorted(ids)
+    assert [j for j, _ in table.items()] == sorted(ids)
+    assert [j.id for j in table.values()] == sorted(ids)
+    assert list(table.keys()) == sorted(ids)
+    assert len(table.blocks) == 5  # 2 and ID_BLOCK share the first
+    for job_id in ids:
+        assert table.pop(job_id) is not None
+    assert table.blocks == {} and len(table) == 0
+
+
+def test_one_leased_block_of_ids_is_one_block_of_the_table() -> None:
+    """The table's blocks are the id blocks a serving process leases (cluster/routing.py):
+    a shard's ids fill whole blocks, so a job costs its slot and no more."""
+    table = JobTable()
+    block = 12
+    for job_id in block_ids(block):
+        assert id_block(job_id) == block
+        table.add(job_id, job(job_id))
+    assert len(table.blocks) == 1 and len(table) == ID_BLOCK
+
+
+def test_against_a_dict() -> None:
+    rng = random.Random(7)
+    table, model = JobTable(), {}
+    pool = [rng.randrange(1, 6 * ID_BLOCK) for _ in range(500)]
+    for _ in range(20_000):
+        job_id = rng.choice(pool)
+        if rng.random() < 0.55:
+            j = job(job_id)
+            table.add(job_id, j)
+            model[job_id] = j
+        else:
+            assert table.pop(job_id) is model.pop(job_id, None)
+        assert table.get(job_id) is model.get(job_id)
+        assert len(table) == len(model)
+    assert list(table.items()) == sorted(model.items())
+    assert sum(b.live for b in table.blocks.values()) == len(model)
