@@ -1,13 +1,16 @@
 from shardq.engine.job cimport Job
 
-cdef long long BLOCK, SHIFT, SLOT_MASK
+cdef long long BLOCK, SHIFT, SLOT_MASK, SPARSE_LIVE
 
 cdef class Block:
     cdef public list slots
     cdef public Py_ssize_t live
+    cdef public Py_ssize_t top
 
 cdef class JobTable:
     cdef public dict blocks
+    cdef public dict sparse
+    cdef public dict sparse_blocks
     cdef public Py_ssize_t count
     cdef public long long last_no
     cdef public Block last
@@ -16,3 +19,5 @@ cdef class JobTable:
     cpdef Job get(self, unsigned long long job_id)
     cpdef add(self, unsigned long long job_id, Job job)
     cpdef Job pop(self, unsigned long long job_id)
+    cpdef _thin_out(self, long long no, Block block)
+    cpdef Job _pop_sparse(self, long long no, unsigned long long job_id)

@@ -4,11 +4,18 @@ Job ids come in blocks (cluster/routing.py's `ID_BLOCK`: a serving process lease
 block of one shard's ids and hands them out in order), so one shard's ids are dense within
 the blocks it was given. The table keeps one list of `BLOCK` slots (the same size) a block,
 in a dict by block number: a job costs its slot's 8 bytes, where a dict by id cost about 74
-(the id's int, 32 bytes, and its entry with the dict's slack, ≈ 42). A block goes when its last job
-does. The hot paths look up the block they used last first (a put, then its reserve and
-delete, mostly fall in one block), so most look-ups touch no dict at all.
+(the id's int, 32 bytes, and its entry with the dict's slack, ≈ 42). A block goes when its
+last job does. The hot paths look up the block they used last first (a put, then its
+reserve and delete, mostly fall in one block), so most look-ups touch no dict at all.
 
-It reads as a mapping of id to job (`get`, `[]`, `in`, `len`, iteration), in order of id.
+A block whose ids have all been used and which holds few jobs still (`SPARSE_LIVE`: the
+stragglers of a busy queue, a buried or long-delayed job among thousands deleted) would
+cost a whole block for them: its jobs move to a dict by id (`sparse`, the old way), and a
+block number is then in `sparse_blocks` instead (with how many jobs of it `sparse` holds),
+never in both, so a look-up asks one of the two.
+
+It reads as a mapping of id to job (`get`, `[]`, `in`, `len`, iteration: the blocks' jobs
+in order of id, then the sparse ones).
 """
 
 from __future__ import annotations
@@ -29,30 +36,36 @@ BLOCK = 1024
 SHIFT = 10
 SLOT_MASK = BLOCK - 1
 ID_LIMIT = 1 << 64  #: ids are below this (the protocol's u64); other keys hold nothing
+#: a block whose last slot has been used moves its jobs to `sparse` when this few are left
+SPARSE_LIVE = BLOCK // 32
 
 
 class Block:
-    """One block's slots (None: no job) and how many jobs it holds."""
+    """One block's slots (None: no job), how many jobs it holds, and how far into it ids
+    have been used (its highest slot used, plus one)."""
 
-    __slots__ = ("slots", "live")
+    __slots__ = ("slots", "live", "top")
 
     def __init__(self) -> None:
         self.slots: list[Job | None] = [None] * BLOCK
         self.live = 0
+        self.top = 0
 
 
 class JobTable:
     """Jobs by id (see the module's docstring)."""
 
-    __slots__ = ("blocks", "count", "last_no", "last")
+    __slots__ = ("blocks", "sparse", "sparse_blocks", "count", "last_no", "last")
 
     def __init__(self) -> None:
         self.blocks: dict[int, Block] = {}
+        self.sparse: dict[int, Job] = {}  #: the jobs of blocks that went sparse, by id
+        self.sparse_blocks: dict[int, int] = {}  #: block number -> its jobs in `sparse`
         self.count = 0  #: jobs held
         self.last_no = -1  #: the block looked up last, and the block itself (None: none)
         self.last: Block | None = None
 
-    @cython.locals(no=cython.longlong, block=Block)
+    @cython.locals(block=Block)
     def _block(self, no: int) -> Block | None:
         if no == self.last_no:
             return self.last
@@ -62,53 +75,94 @@ class JobTable:
             self.last = block
         return block
 
-    @cython.locals(i=cython.ulonglong, block=Block)
+    @cython.locals(i=cython.ulonglong, no=cython.longlong, block=Block)
     def get(self, job_id: int) -> Job | None:
         """The job with this id (0 < id < 2**64), or None."""
         if job_id == 0:
             return None
         i = job_id - 1
-        block = self._block(i >> SHIFT)
-        if block is None:
-            return None
-        return block.slots[i & SLOT_MASK]
+        no = i >> SHIFT
+        block = self._block(no)
+        if block is not None:
+            return block.slots[i & SLOT_MASK]
+        if self.sparse_blocks and no in self.sparse_blocks:
+            return self.sparse.get(job_id)
+        return None
 
-    @cython.locals(i=cython.ulonglong, no=cython.longlong, block=Block)
+    @cython.locals(i=cython.ulonglong, no=cython.longlong, at=cython.Py_ssize_t, block=Block)
     def add(self, job_id: int, job: Job) -> None:
         """Hold `job` under its id (0 < id < 2**64), in place of any job there."""
         i = job_id - 1
         no = i >> SHIFT
+        at = i & SLOT_MASK
         block = self._block(no)
         if block is None:
+            if self.sparse_blocks and no in self.sparse_blocks:
+                if job_id not in self.sparse:
+                    self.sparse_blocks[no] += 1
+                    self.count += 1
+                self.sparse[job_id] = job
+                return
             block = Block()
             self.blocks[no] = block
             self.last_no = no
             self.last = block
-        if block.slots[i & SLOT_MASK] is None:
+        if block.slots[at] is None:
             block.live += 1
             self.count += 1
-        block.slots[i & SLOT_MASK] = job
+            if at >= block.top:
+                block.top = at + 1
+        block.slots[at] = job
 
-    @cython.locals(i=cython.ulonglong, no=cython.longlong, block=Block, job=Job)
+    @cython.locals(i=cython.ulonglong, no=cython.longlong, at=cython.Py_ssize_t, block=Block)
     def pop(self, job_id: int) -> Job | None:
         """Take the job with this id out (0 < id < 2**64): it, or None if there was none."""
         if job_id == 0:
             return None
         i = job_id - 1
         no = i >> SHIFT
+        at = i & SLOT_MASK
         block = self._block(no)
         if block is None:
-            return None
-        job = block.slots[i & SLOT_MASK]
+            return self._pop_sparse(no, job_id)
+        job = block.slots[at]
         if job is None:
             return None
-        block.slots[i & SLOT_MASK] = None
+        block.slots[at] = None
         block.live -= 1
         self.count -= 1
         if block.live == 0:
             del self.blocks[no]
             self.last_no = -1
             self.last = None
+        elif block.live <= SPARSE_LIVE and block.top == BLOCK:
+            self._thin_out(no, block)
+        return job
+
+    @cython.locals(block=Block, at=cython.Py_ssize_t)
+    def _thin_out(self, no: int, block: Block) -> None:
+        """A used-up block with few jobs left: them into `sparse`, the block gone."""
+        first = (int(no) << SHIFT) + 1  # (a Python int: ids go up to 2**64)
+        for at in range(BLOCK):
+            job = block.slots[at]
+            if job is not None:
+                self.sparse[first + at] = job
+        self.sparse_blocks[no] = block.live
+        del self.blocks[no]
+        self.last_no = -1
+        self.last = None
+
+    def _pop_sparse(self, no: int, job_id: int) -> Job | None:
+        if not self.sparse_blocks or no not in self.sparse_blocks:
+            return None
+        job = self.sparse.pop(job_id, None)
+        if job is not None:
+            self.count -= 1
+            left = self.sparse_blocks[no] - 1
+            if left:
+                self.sparse_blocks[no] = left
+            else:
+                del self.sparse_blocks[no]
         return job
 
     # ------------------------------------------------- the mapping, for the rest
@@ -132,12 +186,13 @@ class JobTable:
             raise KeyError(job_id)
 
     def items(self) -> Iterator[tuple[int, Job]]:
-        """(id, job) in order of id."""
+        """(id, job): the blocks' in order of id, then the sparse ones."""
         for no in sorted(self.blocks):
             first = (no << SHIFT) + 1
             for at, job in enumerate(self.blocks[no].slots):
                 if job is not None:
                     yield first + at, job
+        yield from list(self.sparse.items())
 
     def __iter__(self) -> Iterator[int]:
         return (job_id for job_id, _ in self.items())

@@ -73,10 +73,12 @@ def test_one_leased_block_of_ids_is_one_block_of_the_table() -> None:
 def test_against_a_dict() -> None:
     rng = random.Random(7)
     table, model = JobTable(), {}
-    pool = [rng.randrange(1, 6 * ID_BLOCK) for _ in range(500)]
-    for _ in range(20_000):
+    pool = list(range(1, 4 * ID_BLOCK + 1)) + [(1 << 40) + 3, (1 << 64) - 1]
+    went_sparse = False
+    for step in range(60_000):
         job_id = rng.choice(pool)
-        if rng.random() < 0.55:
+        # full blocks, then fewer jobs, then stragglers (some blocks go sparse), then full
+        if rng.random() < (0.7, 0.3, 0.01, 0.6)[step // 15_000]:
             j = job(job_id)
             table.add(job_id, j)
             model[job_id] = j
@@ -84,5 +86,45 @@ def test_against_a_dict() -> None:
             assert table.pop(job_id) is model.pop(job_id, None)
         assert table.get(job_id) is model.get(job_id)
         assert len(table) == len(model)
-    assert list(table.items()) == sorted(model.items())
-    assert sum(b.live for b in table.blocks.values()) == len(model)
+        went_sparse = went_sparse or bool(table.sparse_blocks)
+    assert sorted(table.items()) == sorted(model.items())
+    held = sum(b.live for b in table.blocks.values()) + sum(table.sparse_blocks.values())
+    assert held == len(table.sparse) + sum(b.live for b in table.blocks.values()) == len(model)
+    assert not set(table.blocks) & set(table.sparse_blocks)
+    assert went_sparse
+
+
+def test_a_used_up_block_with_few_jobs_left_goes_sparse() -> None:
+    """The stragglers of a block whose ids are all used (a buried job among thousands
+    deleted) move to a dict by id: a block is not kept for a few jobs."""
+    table = JobTable()
+    ids = list(block_ids(3))
+    for job_id in ids:
+        table.add(job_id, job(job_id))
+    keep = ids[::64]  # 16 of them stay
+    for job_id in ids:
+        if job_id not in keep:
+            assert table.pop(job_id) is not None
+    assert table.blocks == {} and table.sparse_blocks == {3: len(keep)}
+    assert sorted(table.sparse) == keep and len(table) == len(keep)
+    assert all(table.get(job_id) is not None for job_id in keep)
+    assert table.get(keep[0] + 1) is None and keep[0] + 1 not in table
+    again = job(keep[0] + 1)  # an id of that block made again (a restore): sparse too
+    table.add(keep[0] + 1, again)
+    assert table.blocks == {} and table.get(keep[0] + 1) is again and len(table) == 17
+    assert table.pop(keep[0] + 1) is again
+    for job_id in keep:
+        assert table.pop(job_id) is not None
+    assert table.sparse == {} and table.sparse_blocks == {} and len(table) == 0
+
+
+def test_a_block_still_being_filled_keeps_its_slots() -> None:
+    """Jobs deleted as fast as they are put leave few in a block that is still handing
+    out ids: it stays a block (no move to `sparse` and back for every put)."""
+    table = JobTable()
+    ids = list(block_ids(0))[:-1]  # its last id not used yet
+    for job_id in ids:
+        table.add(job_id, job(job_id))
+        if job_id > 2:
+            table.pop(job_id - 2)
+    assert list(table.blocks) == [0] and table.sparse == {} and len(table) == 2
