@@ -64,6 +64,7 @@ COMPILED = (
     "shardq.engine.packed",
     "shardq.engine.ready",
     "shardq.engine.job",
+    "shardq.engine.holders",
     "shardq.engine.jobtable",
     "shardq.engine.tube",
     "shardq.engine.core",

@@ -1,4 +1,5 @@
 from shardq.engine.job cimport Job, new_job
+from shardq.engine.holders cimport Holders
 from shardq.engine.jobtable cimport JobTable
 from shardq.engine.packed cimport low, pack
 from shardq.engine.tube cimport Tube
@@ -22,7 +23,7 @@ cdef class EngineCore:
     cdef public long long live_bytes
     cdef public object log_stats
     cdef public object origin_refs
-    cdef public dict owned
+    cdef public Holders owned
     cdef public bint policed
     cdef public object policies
     cdef public object shard_index

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from heapq import heappush
 from typing import TYPE_CHECKING, Any
 
+from shardq.engine.holders import Holders
 from shardq.engine.job import (
     ID_MASK,
     LOW_MASK,
@@ -72,7 +73,7 @@ class EngineCore:
     def __init__(self, owns_default: bool = True) -> None:
         self.tubes: dict[str, Tube] = {}
         self.jobs = JobTable()  #: id -> job
-        self.owned: dict[int, set[int]] = {}  # conn -> ids of jobs it has reserved or been offered
+        self.owned = Holders()  #: who holds which job (reserved or offered)
         self.waiters: dict[int, Waiter] = {}  # rid -> waiter
         self.timers: list[tuple[int, int, int, Any]] = []
         self._timers_bound = TIMERS_MIN_BOUND  # compact the heap when it grows past this
@@ -206,7 +207,7 @@ class EngineCore:
         elif job.state == ST_BURIED:
             del tube.buried[job.id]
 
-    @cython.locals(job=Job, tube=Tube, held=set)
+    @cython.locals(job=Job, tube=Tube)
     def _unreserve(self, job: Job, job_id: int | None = None) -> None:
         """Forget who holds a reserved or offered job (the job stays where it is).
         `job_id`: its id, if at hand."""
@@ -218,15 +219,11 @@ class EngineCore:
             if job.key < URGENT_KEY:
                 tube.urgent -= 1
         hold = job.hold
-        owner = hold >> 128  # job.owner, without the property's call
-        held = self.owned.get(owner)
-        if held is not None:
-            held.discard(job.key & ID_MASK if job_id is None else job_id)
-            if not held:
-                del self.owned[owner]
+        # job.owner (hold >> 128), without the property's call
+        self.owned.disown(hold >> 128, job.key & ID_MASK if job_id is None else job_id)
         job.hold = hold & LOW_MASK  # no owner
 
-    @cython.locals(job=Job, tube=Tube, held=set, ns=cython.longlong, deadline=cython.longlong)
+    @cython.locals(job=Job, tube=Tube, ns=cython.longlong, deadline=cython.longlong)
     def _reserve(self, job: Job, conn: int, now: int, op: str = "reserve") -> tuple[int, int]:
         """Reserve the job for `conn`; its id and TTR deadline (which the hot paths would
         otherwise unpack again)."""
@@ -250,10 +247,7 @@ class EngineCore:
         if tube.throttle is not None and op == "reserve":  # an offer took its token already
             self._spend(tube, now)  # reserve_rate
         job_id = low(job.key)
-        held = self.owned.get(conn)  # (setdefault would make a set every time)
-        if held is None:
-            held = self.owned[conn] = set()
-        held.add(job_id)
+        self.owned.own(conn, job_id)
         fresh = self.fresh  # its TTR timer (T_TTR), due just after the deadline: fresh first
         fresh.append((now + FRESH_NS, deadline + 1, job_id))
         if len(fresh) - self.fresh_head > self._fresh_bound:  # reserves outpacing FRESH_NS

@@ -116,7 +116,7 @@ class Reserving(EngineCore):
         if key < URGENT_KEY:
             tube.urgent += 1  # an offered job is still ready as far as stats go
         job_id = key & ID_MASK
-        self.owned.setdefault(conn, set()).add(job_id)
+        self.owned.own(conn, job_id)
         return [
             OFFER,
             job_reply(b"RESERVED", job_id, job.body),
@@ -207,7 +207,7 @@ class Reserving(EngineCore):
         until `unhold` (processes/shard/closing.py says why); their names are returned."""
         for waiter in [w for w in self.waiters.values() if w.conn == conn]:
             self._drop_waiter(waiter)
-        owned = sorted(self.owned.get(conn, ()))
+        owned = self.owned.ids(conn)
         held = sorted({self.jobs[job_id].tube for job_id in owned}) if hold else []
         for name in held:
             self.tubes[name].held += 1
@@ -248,7 +248,7 @@ class Reserving(EngineCore):
         job.state = ST_RESERVED
         job.held_by(conn, deadline)
         self.tubes[job.tube].reserved += 1
-        self.owned.setdefault(conn, set()).add(job.id)
+        self.owned.own(conn, job.id)
         self._at(deadline + 1, T_TTR, job.id)
 
     def forget_connections(
@@ -257,7 +257,7 @@ class Reserving(EngineCore):
         """A serving process restarted: its connections are gone; free their jobs, waiters
         and tube references. `origin` names the process and `belongs` tells its connection
         ids; with neither, every connection of every process is forgotten."""
-        conns = set(self.owned) | {w.conn for w in self.waiters.values()}
+        conns = set(self.owned.conns()) | {w.conn for w in self.waiters.values()}
         for conn in sorted(conns):
             if belongs is None or belongs(conn):
                 self.disconnect(conn, now)

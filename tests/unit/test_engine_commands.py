@@ -100,7 +100,7 @@ def test_release_bury_touch_by_a_non_owner_are_not_found(q: Q, op: str) -> None:
     }
     assert replies[op]() == proto.NOT_FOUND
     assert q.state(job) == "reserved"
-    assert q.e.owned == {1: {job}}
+    assert q.e.owned.as_dict() == {1: {job}}
 
 
 @pytest.mark.parametrize("op", ["release", "bury", "touch"])

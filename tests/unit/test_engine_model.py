@@ -348,10 +348,10 @@ class Model:
         for c in self.conns.values():
             for name in [c.use, *c.watch]:
                 assert name in e.tubes
-        held = [j for ids in e.owned.values() for j in ids]
+        held = [j for ids in e.owned.as_dict().values() for j in ids]
         assert len(places) + len(held) == len(e.jobs)
         assert set(places) | set(held) == set(e.jobs), "a job is in no place or in two"
-        for conn, ids in e.owned.items():
+        for conn, ids in e.owned.as_dict().items():
             assert ids
             for job_id in ids:
                 job = e.jobs[job_id]

@@ -83,7 +83,7 @@ def test_accept_after_decline_is_ignored(q: Q) -> None:
     q.e.decline(5, job, q.now)
     q.e.accept(5, job, q.now)
     assert q.state(job) == "ready"
-    assert q.e.owned == {}
+    assert q.e.owned.as_dict() == {}
 
 
 def test_disconnect_declines_offers_and_releases_reserved_jobs_at_once(q: Q) -> None:
@@ -94,7 +94,7 @@ def test_disconnect_declines_offers_and_releases_reserved_jobs_at_once(q: Q) -> 
     q.e.disconnect(5, q.now)
     assert [q.state(j) for j in (held, offered)] == ["ready", "ready"]
     assert q.stats_job(held)["releases"] == "0"  # not a client release
-    assert q.e.owned == {}
+    assert q.e.owned.as_dict() == {}
     assert q.stats_tube()["current-jobs-ready"] == "2"
 
 

@@ -254,7 +254,7 @@ def test_reserve_job_takes_a_ready_delayed_or_buried_job_in_any_tube(q: Q, how: 
     assert payload == [RESERVED, reserved(job, b"abc"), job, q.now + 7 * NS]
     stats = q.stats_job(job)
     assert (stats["state"], stats["time-left"]) == ("reserved", "7")
-    assert q.e.owned[1] == {job}
+    assert q.e.owned.ids(1) == [job]
     q.advance(10 * NS)  # a stale delay timer must not touch the reserved job
     assert q.stats_job(job)["timeouts"] == "1"
     assert q.state(job) == "ready"

@@ -25,7 +25,7 @@ def test_ttr_runs_out_strictly_after_the_deadline(q: Q) -> None:
     stats = q.stats_job(job)
     assert (stats["state"], stats["timeouts"], stats["reserves"]) == ("ready", "1", "1")
     assert q.e.counts()["job-timeouts"] == 1
-    assert q.e.owned == {}
+    assert q.e.owned.as_dict() == {}
     assert q.e.release(1, job, 0, 0, q.now) == proto.NOT_FOUND
 
 
