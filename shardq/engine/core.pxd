@@ -3,7 +3,7 @@ from shardq.engine.holders cimport Holders
 from shardq.engine.jobtable cimport JobTable
 from shardq.engine.packed cimport low, pack
 from shardq.engine.tube cimport Tube
-from shardq.protocol.replies cimport job_reply
+from shardq.protocol.replies cimport job_reply, job_reply_into
 
 cdef class EngineCore:
     cdef public long long _created
@@ -48,6 +48,6 @@ cdef class EngineCore:
     cpdef put(self, job_id, seq, str tube_name, pri, delay, ttr, bytes body, now)
     cpdef bytes delete(self, conn, job_id, now, resent=*)
     cpdef list _hand_over(self, Job job, conn, bint offer, now)
-    cpdef reserve(self, conn, rid, tubes, now, timeout_at, soon_at, bint offer=*)
+    cpdef reserve(self, conn, rid, tubes, now, timeout_at, soon_at, bint offer=*, bytearray out=*)
 
 cpdef list reserved_fields(job_id, bytes body, deadline)

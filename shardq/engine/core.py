@@ -33,13 +33,10 @@ from shardq.engine.job import (
 )
 from shardq.engine.jobtable import JobTable
 from shardq.engine.kinds import (
-    FINAL,
     FRESH_NS,
     RESERVED,
     T_AGE,
-    T_WAIT,
     TIMERS_MIN_BOUND,
-    WAITING,
 )
 from shardq.engine.names import FAMILY_MARK, family_of
 from shardq.engine.packed import low, pack
@@ -47,7 +44,12 @@ from shardq.engine.policy import Policies
 from shardq.engine.records import DELETE, RECORD_OVERHEAD, DeleteRecord, Record, new
 from shardq.engine.timing import Timing
 from shardq.engine.tube import Tube, Waiter
-from shardq.protocol.replies import DEADLINE_SOON, DELETED, NOT_FOUND, TIMED_OUT, job_reply
+from shardq.protocol.replies import (
+    DELETED,
+    NOT_FOUND,
+    job_reply,
+    job_reply_into,
+)
 
 if TYPE_CHECKING:
     from shardq.engine.policy import Policy
@@ -350,7 +352,7 @@ class EngineCore:
             return reserved_fields(job_id, job.body, deadline)
         return self._offer(job, conn, now)  # reserve.py: the cross-shard path
 
-    @cython.locals(job=Job, tube=Tube)
+    @cython.locals(job=Job)
     def reserve(
         self,
         conn: int,
@@ -360,32 +362,24 @@ class EngineCore:
         timeout_at: int | None,
         soon_at: int | None,
         offer: bool = False,
-    ) -> list[Any] | None:
+        out: bytearray | None = None,
+    ) -> tuple[int, int] | list[Any] | None:
         """Answer a reserve now, or register it as a waiter and answer None. `soon_at`: when
         the connection's soonest reserved job enters the safety margin (the serving process
         knows every shard's reservations of the connection). An offer-mode reserve answers
-        WAITING instead of waiting silently, and leaves its deadlines to the serving process."""
+        WAITING instead of waiting silently, and leaves its deadlines to the serving process.
+        With `out` (the fast path's output; not in offer mode) a job reserved has its
+        RESERVED reply written onto `out` and the answer is its id and TTR deadline."""
         if self.due(now):
             self.tick(now)  # a pause that just ended serves the waiters that came first
         job = self._best_job(tubes, now)
-        if job is not None:
+        if job is None:
+            return self._no_job(conn, rid, tubes, now, timeout_at, soon_at, offer)
+        if out is None:
             return self._hand_over(job, conn, offer, now)
-        if soon_at is not None and now >= soon_at:
-            return [FINAL, DEADLINE_SOON]
-        if timeout_at is not None and now >= timeout_at:
-            return [FINAL, TIMED_OUT]
-        expire_at, reply = timeout_at, TIMED_OUT
-        if soon_at is not None and (expire_at is None or soon_at <= expire_at):
-            expire_at, reply = soon_at, DEADLINE_SOON
-        if offer:
-            expire_at = None
-        waiter = Waiter(conn, rid, tubes, offer, expire_at, reply)
-        self.waiters[rid] = waiter
-        for name in tubes:
-            self.ensure_tube(name, now).waiters[rid] = waiter
-        if expire_at is not None:
-            self._at(expire_at, T_WAIT, rid)
-        return [WAITING] if offer else None
+        held = self._reserve(job, conn, now)
+        job_reply_into(out, b"RESERVED", held[0], job.body)
+        return held
 
     if TYPE_CHECKING:  # provided by the mixins Engine is made of
 
@@ -398,6 +392,16 @@ class EngineCore:
         def full_record(self, job: Job) -> Record: ...  # persist.py
         def set_policies(self, policies: Policies, now: int | None = None) -> None: ...  # refs.py
         def _drop_waiter(self, waiter: Waiter) -> None: ...  # reserve.py
+        def _no_job(
+            self,
+            conn: int,
+            rid: int,
+            tubes: tuple[str, ...],
+            now: int,
+            timeout_at: int | None,
+            soon_at: int | None,
+            offer: bool,
+        ) -> list[Any] | None: ...  # reserve.py
         def _offer(self, job: Job, conn: int, now: int) -> list[Any]: ...  # reserve.py
         def _delay(self, job: Job, delay: int, now: int) -> None: ...  # timers.py
         def _copies(self, name: str) -> list[tuple[int, str]]: ...  # fanout.py

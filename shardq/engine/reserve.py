@@ -22,7 +22,7 @@ from shardq.engine.job import (
     Job,
 )
 from shardq.engine.kinds import CANCELLED, FINAL, NONE_BETTER, OFFER, RESERVED, WAITING
-from shardq.engine.timers import T_TTR
+from shardq.engine.timers import T_TTR, T_WAIT
 from shardq.engine.tube import Tube, Waiter
 from shardq.protocol import replies
 from shardq.protocol.replies import job_reply
@@ -101,6 +101,34 @@ class Reserving(EngineCore):
             tube = self.tubes.get(name)
             if tube is not None:
                 tube.waiters.pop(waiter.rid, None)
+
+    def _no_job(
+        self,
+        conn: int,
+        rid: int,
+        tubes: tuple[str, ...],
+        now: int,
+        timeout_at: int | None,
+        soon_at: int | None,
+        offer: bool,
+    ) -> list[Any] | None:
+        """A reserve that found no job ready: its answer now, or it waits (None)."""
+        if soon_at is not None and now >= soon_at:
+            return [FINAL, replies.DEADLINE_SOON]
+        if timeout_at is not None and now >= timeout_at:
+            return [FINAL, replies.TIMED_OUT]
+        expire_at, reply = timeout_at, replies.TIMED_OUT
+        if soon_at is not None and (expire_at is None or soon_at <= expire_at):
+            expire_at, reply = soon_at, replies.DEADLINE_SOON
+        if offer:
+            expire_at = None
+        waiter = Waiter(conn, rid, tubes, offer, expire_at, reply)
+        self.waiters[rid] = waiter
+        for name in tubes:
+            self.ensure_tube(name, now).waiters[rid] = waiter
+        if expire_at is not None:
+            self._at(expire_at, T_WAIT, rid)
+        return [WAITING] if offer else None
 
     @cython.locals(self=EngineCore, job=Job, tube=Tube)
     def _offer(self, job: Job, conn: int, now: int) -> list[Any]:

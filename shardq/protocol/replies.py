@@ -86,46 +86,81 @@ def put_reply(job_id: int, taken: bool) -> bytes:
     return _line(b"INSERTED ", job_id)
 
 
+@cython.locals(n=cython.Py_ssize_t, end=cython.Py_ssize_t)
+def inserted_into(out: bytearray, job_id: int) -> None:
+    """``out += put_reply(job_id, True)``, written in place (compiled: no bytes object
+    made and copied)."""
+    if not cython.compiled:
+        out += b"INSERTED %d\r\n" % job_id
+        return
+    n = len(out)
+    end = 9 + digits(job_id)  # len(b"INSERTED ")
+    PyByteArray_Resize(out, n + end + 2)  # type: ignore[name-defined]  # noqa: F821
+    _write_line(PyByteArray_AS_STRING(out) + n, b"INSERTED ", end, job_id)  # type: ignore[name-defined]  # noqa: F821
+
+
 def kicked(count: int) -> bytes:
     return b"KICKED %d\r\n" % count
 
 
-@cython.locals(
-    at=cython.p_char,
-    size=cython.Py_ssize_t,
-    size_at=cython.Py_ssize_t,
-    body_at=cython.Py_ssize_t,
-)
 def job_reply(word: bytes, job_id: int, body: bytes) -> bytes:
     """``RESERVED``/``FOUND`` reply: ``<word> <id> <bytes>\\r\\n<body>\\r\\n``."""
     if not cython.compiled:
         return b"%s %d %d\r\n%s\r\n" % (word, job_id, len(body), body)
+    out = PyBytes_FromStringAndSize(cython.NULL, _job_size(word, job_id, body))  # type: ignore[name-defined]  # noqa: F821
+    _write_job(cython.cast(cython.p_char, out), word, job_id, body)
+    return out
+
+
+@cython.locals(n=cython.Py_ssize_t, size=cython.Py_ssize_t)
+def job_reply_into(out: bytearray, word: bytes, job_id: int, body: bytes) -> None:
+    """``out += job_reply(word, job_id, body)``, written in place (compiled: no bytes
+    object made and copied)."""
+    if not cython.compiled:
+        out += job_reply(word, job_id, body)
+        return
+    n = len(out)
+    size = _job_size(word, job_id, body)
+    PyByteArray_Resize(out, n + size)  # type: ignore[name-defined]  # noqa: F821
+    _write_job(PyByteArray_AS_STRING(out) + n, word, job_id, body)  # type: ignore[name-defined]  # noqa: F821
+
+
+def _job_size(word: bytes, job_id: int, body: bytes) -> int:
+    """The bytes of a job reply (compiled build only)."""
+    return len(word) + digits(job_id) + digits(len(body)) + len(body) + 6
+
+
+@cython.locals(size=cython.Py_ssize_t, size_at=cython.Py_ssize_t, body_at=cython.Py_ssize_t)
+def _write_job(at: bytearray, word: bytes, job_id: int, body: bytes) -> None:
+    """A job reply's bytes from `at` on, exactly `_job_size` of them (compiled build only)."""
     size = len(body)
     size_at = len(word) + 1 + digits(job_id) + 1  # where the size starts
     body_at = size_at + digits(size) + 2
-    out = PyBytes_FromStringAndSize(cython.NULL, body_at + size + 2)  # type: ignore[name-defined]  # noqa: F821
-    at = cython.cast(cython.p_char, out)
     memcpy(at, cython.cast(cython.p_char, word), len(word))  # type: ignore[name-defined]  # noqa: F821
     at[len(word)] = SPACE
     put_digits(at, size_at - 1, job_id)
     at[size_at - 1] = SPACE
     put_digits(at, body_at - 2, size)
     at[body_at - 2], at[body_at - 1] = CR, LF
-    memcpy(at + body_at, cython.cast(cython.p_char, body), size)  # type: ignore[name-defined]  # noqa: F821
+    memcpy(at + body_at, cython.cast(cython.p_char, body), size)  # type: ignore[name-defined, operator]  # noqa: F821
     at[body_at + size], at[body_at + size + 1] = CR, LF
-    return out
 
 
-@cython.locals(at=cython.p_char, end=cython.Py_ssize_t)
+@cython.locals(end=cython.Py_ssize_t)
 def _line(word: bytes, number: int) -> bytes:
     """`word`, then `number` in decimal, then CRLF (compiled build only)."""
     end = len(word) + digits(number)
     out = PyBytes_FromStringAndSize(cython.NULL, end + 2)  # type: ignore[name-defined]  # noqa: F821
-    at = cython.cast(cython.p_char, out)
+    _write_line(cython.cast(cython.p_char, out), word, end, number)
+    return out
+
+
+def _write_line(at: bytearray, word: bytes, end: int, number: int) -> None:
+    """`word`, `number` in decimal ending at `end`, then CRLF, from `at` on (compiled build
+    only)."""
     memcpy(at, cython.cast(cython.p_char, word), len(word))  # type: ignore[name-defined]  # noqa: F821
     put_digits(at, end, number)
     at[end], at[end + 1] = CR, LF
-    return out
 
 
 @cython.cdivision(True)

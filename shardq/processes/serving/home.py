@@ -19,7 +19,7 @@ The turn that served them commits the hosted shard's log before any output leave
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from shardq.cluster.routing import TubeShards
 from shardq.engine.job import NS
@@ -99,7 +99,8 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 job_id = ids.take(home)
                 if job_id is None:
                     break  # a block is being leased: the general path waits for it
-                reply = core.put_local(
+                core.put_local(
+                    out,
                     job_id,
                     self.put_stamp(),
                     tube,
@@ -112,7 +113,6 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 self.home_puts += 1
                 conn.producer = True
                 pos = stop + 2
-                add(out, reply)
             elif first == R:
                 if nl == pos + 7 and has(data, pos, b"reserve"):
                     timeout = -1
@@ -136,7 +136,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 rid = self.new_rid()
                 timeout_at = None if timeout < 0 else now + timeout * NS
                 payload = core.reserve_local(
-                    conn.id, rid, tuple(conn.watch), now, timeout_at, soon_at
+                    conn.id, rid, tuple(conn.watch), now, timeout_at, soon_at, out
                 )
                 pos = nl + 2
                 if payload is None:  # it waits: the engine answers it later (loop.run_hosted)
@@ -144,12 +144,16 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                     self.pending[rid] = (conn, self.on_reserved)
                     conn.waiting = rid
                     break
-                if len(payload) == RESERVED_FIELDS:
-                    _kind, reply, job_id, deadline = payload  # engine.Reserved
+                if isinstance(payload, tuple):  # reserved, its reply on `out` already
+                    job_id, deadline = payload
                     conn.hold(job_id, deadline)
+                elif len(payload) == RESERVED_FIELDS:  # (a shard that settles or holds)
+                    _kind, reply, job_id, deadline = cast(list[Any], payload)  # engine.Reserved
+                    conn.hold(job_id, deadline)
+                    add(out, reply)
                 else:
-                    _kind, reply = payload  # engine.Final
-                add(out, reply)
+                    _kind, reply = cast(list[Any], payload)  # engine.Final
+                    add(out, reply)
             elif first == D:
                 if not has(data, pos, b"delete "):
                     break

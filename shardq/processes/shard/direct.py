@@ -14,13 +14,14 @@ from shardq.cluster.wire import Request
 from shardq.engine.core import EngineCore
 from shardq.processes.common import outofmemory
 from shardq.processes.common.quota import job_bytes
+from shardq.processes.common.sockio import add
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.holding import Answered
 from shardq.processes.shard.ops import ReserveArgs
 from shardq.processes.shard.optable import OPS, Payload
 from shardq.protocol import proto
-from shardq.protocol.replies import put_reply
+from shardq.protocol.replies import inserted_into, put_reply
 
 if TYPE_CHECKING:
     from shardq.engine.engine import Engine
@@ -158,6 +159,7 @@ class Direct:
     @cython.locals(engine=EngineCore)  # (compiled: the engine's calls are C calls)
     def put_local(
         self,
+        out: bytearray,
         job_id: int,
         seq: int,
         tube: str,
@@ -166,16 +168,23 @@ class Direct:
         ttr: int,
         body: bytes,
         now: int,
-    ) -> bytes:
+    ) -> None:
         """A put from the hosting serving process's fast path (serving/home.py): the
-        client's reply. As `run` does for PUT, without a request to unpack."""
+        client's reply written onto `out`. As `run` does for PUT, without a request to
+        unpack."""
         if not self.admit(tube, len(body)):
-            return proto.OUT_OF_MEMORY
+            add(out, proto.OUT_OF_MEMORY)
+            return
         engine = self.engine
         try:
-            return put_reply(job_id, engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
+            taken = engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
         except Exception as e:  # one bad request must not take the shard down
-            return self.failure(ops.PUT, 0, e)
+            add(out, self.failure(ops.PUT, 0, e))
+            return
+        if taken:
+            inserted_into(out, job_id)
+        else:
+            add(out, put_reply(job_id, taken))
 
     @cython.locals(engine=EngineCore)
     def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
@@ -195,10 +204,13 @@ class Direct:
         now: int,
         timeout_at: int | None,
         soon_at: int | None,
-    ) -> Payload | None:
+        out: bytearray | None = None,
+    ) -> Payload | tuple[int, int] | None:
         """A reserve from the hosting serving process (serving/home.py, cross.py): its
         payload now, or None when it waits (answered later as an event under `rid`). As
-        `apply` does for RESERVE, without a request to unpack."""
+        `apply` does for RESERVE, without a request to unpack. With `out` (the fast path's
+        output) a job reserved may have its reply written there, and then the answer is
+        its id and TTR deadline (`EngineCore.reserve`)."""
         if self.settling is not None or self.closing.holds:
             args = ReserveArgs(list(tubes), timeout_at, soon_at, False)
             reply = self.handle(LOCAL_PEER, Request(ops.RESERVE, rid, conn, args), now)
@@ -208,7 +220,7 @@ class Direct:
             return held
         engine = self.engine
         try:
-            payload = engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False)
+            payload = engine.reserve(conn, rid, tubes, now, timeout_at, soon_at, False, out)
         except Exception as e:  # one bad request must not take the shard down
             return self.failed(ops.RESERVE, rid, e)
         if payload is None:
