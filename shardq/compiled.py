@@ -54,6 +54,7 @@ COMPILED = (
     "shardq.processes.shard.server",
     "shardq.processes.serving.clients",
     "shardq.processes.serving.conn",
+    "shardq.processes.serving.outgoing",
     "shardq.processes.serving.cross",
     "shardq.processes.serving.handlers",
     "shardq.processes.serving.home",

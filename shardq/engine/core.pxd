@@ -5,6 +5,8 @@ from shardq.engine.packed cimport low, pack
 from shardq.engine.tube cimport Tube
 from shardq.protocol.replies cimport job_reply, job_reply_into
 
+cdef long long OVERHEAD
+
 cdef class EngineCore:
     cdef public long long _created
     cdef public long long _stamp
@@ -41,7 +43,7 @@ cdef class EngineCore:
     cpdef _enqueue(self, Job job, now)
     cpdef _at(self, when, kind, key)
     cpdef _unlink(self, Job job)
-    cpdef _unreserve(self, Job job, job_id=*)
+    cpdef _unreserve(self, Job job, job_id=*, owner=*)
     cpdef tuple _reserve(self, Job job, conn, now, str op=*)
     cpdef _best_job(self, tubes, now)
     cpdef bint due(self, now)

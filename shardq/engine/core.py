@@ -60,6 +60,10 @@ else:  # compiled: Cython reads the decorators (and imports nothing at run time)
     import cython
 
 
+#: a job's bytes in the log beyond its body (compiled: a C integer, core.pxd)
+OVERHEAD = RECORD_OVERHEAD
+
+
 def reserved_fields(job_id: int, body: bytes, deadline: int) -> list[Any]:
     """What a reserve answers when it reserved a job: the fields of `reserve.Reserved`."""
     return [RESERVED, job_reply(b"RESERVED", job_id, body), job_id, deadline]
@@ -168,7 +172,7 @@ class EngineCore:
             job_id = job.key & ID_MASK
         self.jobs.pop(job_id)
         size = len(job.body)
-        self.live_bytes -= size + RECORD_OVERHEAD
+        self.live_bytes -= size + OVERHEAD
         tube.body_bytes -= size
         if self.audit is not None or self.timing is not None:  # (_note: a call saved)
             self._note(now, "delete", job)
@@ -210,9 +214,9 @@ class EngineCore:
             del tube.buried[job.id]
 
     @cython.locals(job=Job, tube=Tube)
-    def _unreserve(self, job: Job, job_id: int | None = None) -> None:
+    def _unreserve(self, job: Job, job_id: int | None = None, owner: int | None = None) -> None:
         """Forget who holds a reserved or offered job (the job stays where it is).
-        `job_id`: its id, if at hand."""
+        `job_id`, `owner`: its id and its holder, if at hand."""
         tube = self.tubes[job.tube]
         if job.state == ST_RESERVED:
             tube.reserved -= 1
@@ -221,8 +225,9 @@ class EngineCore:
             if job.key < URGENT_KEY:
                 tube.urgent -= 1
         hold = job.hold
-        # job.owner (hold >> 128), without the property's call
-        self.owned.disown(hold >> 128, job.key & ID_MASK if job_id is None else job_id)
+        if owner is None:
+            owner = hold >> 128  # job.owner, without the property's call
+        self.owned.disown(owner, job.key & ID_MASK if job_id is None else job_id)
         job.hold = hold & LOW_MASK  # no owner
 
     @cython.locals(job=Job, tube=Tube, ns=cython.longlong, deadline=cython.longlong)
@@ -303,7 +308,7 @@ class EngineCore:
             self._at(now + tube.policy.max_age * NS, T_AGE, job_id)
         tube.total_jobs += 1
         self.total_jobs += 1
-        self.live_bytes += size + RECORD_OVERHEAD
+        self.live_bytes += size + OVERHEAD
         if self.audit is not None or self.timing is not None:  # (_note: a call saved)
             self._note(now, "put", job)
         if delay > 0:
@@ -332,7 +337,7 @@ class EngineCore:
         if held:
             if job.hold >> 128 != conn:  # job.owner
                 return NOT_FOUND
-            self._unreserve(job, job_id)
+            self._unreserve(job, job_id, conn)
         else:
             self._unlink(job)
         tube = self.tubes[job.tube]

@@ -75,13 +75,12 @@ def flush_output(self: ServingProcess) -> None:
     """Write the turn's replies; a connection that moves home now takes its replies along
     (handoff.move_home), so its client sees them only once it is there."""
     moves = self.serving > 1
-    for conn in list(self.dirty):
+    for conn in self.dirty.take():
         if conn.phase is CLOSING:
             write(self, conn)
             self.close(conn)
         elif not (moves and conn.away is not False and self.move_home(conn)):
             write(self, conn)  # (away False: known to be at home, should_move)
-    self.dirty.clear()
 
 
 def finish(self: ServingProcess, conn: Conn) -> None:

@@ -30,6 +30,7 @@ cdef class Conn:
     cdef public object handshaking
     cdef public object offered
     cdef public list deadlines
+    cdef public bint dirty
 
     cpdef step(self, str event)
     cpdef hold(self, job_id, deadline)

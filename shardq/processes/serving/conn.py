@@ -88,6 +88,7 @@ class Conn:
         "handshaking",
         "offered",
         "deadlines",
+        "dirty",
     )
 
     def __init__(self, conn_id: int, sock: socket.socket, max_job_size: int) -> None:
@@ -114,6 +115,7 @@ class Conn:
         #: the connection holds one job at most (its deadline is `reserved`'s one value):
         #: a worker that reserves and deletes one job at a time never pushes.
         self.deadlines: list[tuple[int, int]] = []
+        self.dirty = False  #: listed to be written this turn (outgoing.py)
         self.producer = False
         self.worker = False
         self.eof = False  # the client closed its side: no more input will come

@@ -3,6 +3,7 @@
 cimport cython
 from shardq.processes.common.clock cimport wall
 from shardq.processes.serving.ids cimport IdLeases
+from shardq.processes.serving.outgoing cimport Outgoing
 from shardq.processes.shard.direct cimport Direct
 
 cdef class ServingState:
@@ -15,7 +16,7 @@ cdef class ServingState:
     cdef public object connections_refused
     cdef public dict conns
     cdef public dict cross
-    cdef public set dirty
+    cdef public Outgoing dirty
     cdef public object draining
     cdef public object handovers
     cdef public object handshake_s

@@ -30,6 +30,7 @@ from shardq.processes.common.sockpath import link_path
 from shardq.processes.serving import clients, handoff, tls
 from shardq.processes.serving.conn import COORDINATOR, Conn, CrossReserve, Done
 from shardq.processes.serving.ids import IdLeases
+from shardq.processes.serving.outgoing import Outgoing
 from shardq.processes.shard.core import ShardCore
 from shardq.processes.shard.holding import Outbox
 from shardq.processes.shard.server import ShardServer
@@ -114,7 +115,7 @@ class ServingState:
         self.pending: dict[int, tuple[Conn | None, Done]] = {}
         self.cross: dict[int, CrossReserve] = {}
         self.outq: dict[int, list[Request]] = {}
-        self.dirty: set[Conn] = set()
+        self.dirty = Outgoing()  #: the connections to write this turn
         self.backlog: set[Conn] = set()  # connections with commands left for the next turn
         self.timers: list[tuple[int, int, CrossReserve]] = []
         # the id blocks (ids.py), leases asked for through the coordinator

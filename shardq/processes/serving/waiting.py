@@ -75,6 +75,8 @@ def sleep_s(self: ServingProcess) -> float:
         timeout = min(timeout, RETRY_S)
     if self.backlog:
         timeout = 0  # commands are left over from the last turn (clients.pump)
+    if self.dirty:
+        timeout = 0  # output listed while the last turn wrote (a write that failed)
     if self.handshakes:
         timeout = min(timeout, self.expire_handshakes())
     if self.accept_paused_until:
