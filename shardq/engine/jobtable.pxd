@@ -16,6 +16,8 @@ cdef class JobTable:
     cdef public Block last
 
     cpdef Block _block(self, long long no)
+    cpdef _look_at(self, long long no, Block block)
+    cpdef _drop(self, long long no)
     cpdef Job get(self, unsigned long long job_id)
     cpdef add(self, unsigned long long job_id, Job job)
     cpdef Job pop(self, unsigned long long job_id)

@@ -5,7 +5,8 @@ block of one shard's ids and hands them out in order), so one shard's ids are de
 the blocks it was given. The table keeps one list of `BLOCK` slots (the same size) a block,
 in a dict by block number: a job costs its slot's 8 bytes, where a dict by id cost about 74
 (the id's int, 32 bytes, and its entry with the dict's slack, ≈ 42). A block goes when its
-last job does. The hot paths look up the block they used last first (a put, then its
+last job does; one whose ids are not all used yet waits, empty, until another block is
+looked up (`_look_at`). The hot paths look up the block they used last first (a put, then its
 reserve and delete, mostly fall in one block), so most look-ups touch no dict at all.
 
 A block whose ids have all been used and which holds few jobs still (`SPARSE_LIVE`: the
@@ -71,9 +72,20 @@ class JobTable:
             return self.last
         block = self.blocks.get(no)
         if block is not None:
-            self.last_no = no
-            self.last = block
+            self._look_at(no, block)
         return block
+
+    @cython.locals(block=Block, old=Block)
+    def _look_at(self, no: int, block: Block) -> None:
+        """`block` is the one looked up last now. The one before goes if it is empty: an
+        empty block stays only while it is the last looked up, so that a queue emptied by
+        every delete (one client putting and taking one job at a time) does not make and
+        drop a block of slots for every put."""
+        old = self.last
+        if old is not None and old.live == 0:
+            del self.blocks[self.last_no]
+        self.last_no = no
+        self.last = block
 
     @cython.locals(i=cython.ulonglong, no=cython.longlong, block=Block)
     def get(self, job_id: int) -> Job | None:
@@ -105,8 +117,7 @@ class JobTable:
                 return
             block = Block()
             self.blocks[no] = block
-            self.last_no = no
-            self.last = block
+            self._look_at(no, block)
         if block.slots[at] is None:
             block.live += 1
             self.count += 1
@@ -132,12 +143,18 @@ class JobTable:
         block.live -= 1
         self.count -= 1
         if block.live == 0:
-            del self.blocks[no]
-            self.last_no = -1
-            self.last = None
+            if block.top == BLOCK:  # used up: no more of its ids will come
+                self._drop(no)
+            # else it stays while it is the last looked up (`_look_at`)
         elif block.live <= SPARSE_LIVE and block.top == BLOCK:
             self._thin_out(no, block)
         return job
+
+    def _drop(self, no: int) -> None:
+        """Block `no` gone (it was the one looked up last)."""
+        del self.blocks[no]
+        self.last_no = -1
+        self.last = None
 
     @cython.locals(block=Block, at=cython.Py_ssize_t)
     def _thin_out(self, no: int, block: Block) -> None:
@@ -148,9 +165,7 @@ class JobTable:
             if job is not None:
                 self.sparse[first + at] = job
         self.sparse_blocks[no] = block.live
-        del self.blocks[no]
-        self.last_no = -1
-        self.last = None
+        self._drop(no)
 
     def _pop_sparse(self, no: int, job_id: int) -> Job | None:
         if not self.sparse_blocks or no not in self.sparse_blocks:

@@ -56,7 +56,37 @@ def test_iterates_in_order_of_id_and_gives_back_empty_blocks() -> None:
     assert len(table.blocks) == 5  # 2 and ID_BLOCK share the first
     for job_id in ids:
         assert table.pop(job_id) is not None
-    assert table.blocks == {} and len(table) == 0
+    assert len(table) == 0 and list(table) == []
+    # the block looked up last is not used up: it waits, empty, until another is looked up
+    assert [b.live for b in table.blocks.values()] == [0]
+    table.add(1, job(1))
+    assert list(table.blocks) == [0]
+
+
+def test_a_queue_emptied_by_every_delete_keeps_its_block() -> None:
+    """One client putting and taking one job at a time: the block of slots is made once,
+    not for every put."""
+    table = JobTable()
+    ids = iter(block_ids(0))
+    table.add(job_id := next(ids), job(job_id))
+    first = table.blocks[0]
+    for _ in range(100):
+        assert table.pop(job_id) is not None and len(table) == 0
+        table.add(job_id := next(ids), job(job_id))
+        assert table.blocks[0] is first
+    assert table.pop(job_id) is not None
+    other = ID_BLOCK * 7 + 1
+    table.add(other, job(other))  # another block looked up: the empty one goes
+    assert list(table.blocks) == [7]
+
+
+def test_a_used_up_block_goes_with_its_last_job() -> None:
+    table = JobTable()
+    for job_id in block_ids(2):
+        table.add(job_id, job(job_id))
+    for job_id in block_ids(2):
+        table.pop(job_id)
+    assert table.blocks == {} and table.sparse == {} and len(table) == 0
 
 
 def test_one_leased_block_of_ids_is_one_block_of_the_table() -> None:
