@@ -164,6 +164,20 @@ FIGURES = [
         r".*pingpong \*\*([\d.]+)\*\*",
     ),
     Figure(
+        "the C generator against beanstalkd at 85908aa",
+        r"At 85908aa \(.The jobs in blocks, the replies in place.\): put 50×16 ([\d.]+)x, "
+        r"reserve and delete ([\d.]+)x, mixed ([\d.]+)x with 50 connections and ([\d.]+)x "
+        r"with 200, multitube ([\d.]+)x; one client while a core is busy ([\d.]+)x, pingpong "
+        r"then ([\d.]+)x; 1M ready jobs in ([\d.]+)x beanstalkd's RSS \(([\d.]+)x by PSS\)",
+        "The jobs in blocks, the replies in place",
+        r"\*\*([\d.]+)x\*\* beanstalkd's RSS.*\*\*([\d.]+)x\*\* by PSS"
+        r".*\| put 50×16 \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| reserve\+delete 50 conns \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| mixed 50 conns \|[^*]*\*\*([\d.]+)\*\*.*\| mixed 200 conns \|[^*]*\*\*([\d.]+)\*\*"
+        r".*\| multitube 16 tubes, 64 conns \|[^*]*\*\*([\d.]+)\*\*.*put 1 conn \*\*([\d.]+)\*\*"
+        r".*pingpong \*\*([\d.]+)\*\*",
+    ),
+    Figure(
         "the C generator against beanstalkd at 5739250",
         r"At 5739250 \(.The engine's big ints and the turn's look-ups by name., a slow window "
         r"for the VM\): put 50×16 ([\d.]+)x, reserve and delete ([\d.]+)x, mixed ([\d.]+)x with "
