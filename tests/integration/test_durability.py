@@ -315,6 +315,7 @@ def test_compaction_in_a_child_keeps_every_job_across_a_stop(
     assert int(st["binlog-records-migrated"]) >= len(backlog), st
     {"sigterm": graceful, "sigkill-whole-server": kill_whole}[how](srv)
     c.close()
+    cut_short = set(log.rglob("*.new"))  # what a compaction the stop cut short left
     srv2 = shardq_server(1, (*wal_args(log), "-s", "1"))
     c = Client(srv2.port)
     assert int(c.stats()["current-jobs-ready"]) == len(backlog)
@@ -323,5 +324,7 @@ def test_compaction_in_a_child_keeps_every_job_across_a_stop(
         assert c.last_body == b"%06d" % (n * (len(backlog) // 10)) + body
     for job_id in deleted[-20:]:
         assert c.cmd(b"peek %d" % job_id) == b"NOT_FOUND"
-    assert not list(log.rglob("*.new"))  # no cut-short snapshot is left
+    # no cut-short snapshot is left (the restarted shard may be compacting its log itself
+    # by now, after replaying the churn: its own snapshot has an index of its own)
+    assert not cut_short & set(log.rglob("*.new"))
     c.close()
