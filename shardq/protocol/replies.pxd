@@ -4,6 +4,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.bytearray cimport PyByteArray_Resize, PyByteArray_AS_STRING
 from libc.string cimport memcpy
 
+cdef char SPACE, CR, LF
+
 cpdef bytes put_reply(job_id, taken)
 cpdef inserted_into(bytearray out, unsigned long long job_id)
 cpdef bytes job_reply(bytes word, unsigned long long job_id, bytes body)

@@ -44,6 +44,8 @@ class Poller(selectors.EpollSelector):
         mask=cython.long,
         epollin=cython.long,
         epollout=cython.long,
+        readable=cython.long,
+        writable=cython.long,
         keys=dict,
         ms=cython.long,
         n=cython.long,
@@ -64,6 +66,7 @@ class Poller(selectors.EpollSelector):
         keys = self._fd_to_key
         ready: list[tuple[SelectorKey, int]] = []
         epollin, epollout = EPOLLIN, EPOLLOUT
+        readable, writable = EVENT_READ, EVENT_WRITE  # (compiled: C integers, not globals)
         if not cython.compiled:
             try:
                 fired = self._selector.poll(wait, max(len(keys), 1))
@@ -72,9 +75,9 @@ class Poller(selectors.EpollSelector):
             for fd, mask in fired:
                 events = 0
                 if mask & ~epollin:
-                    events |= EVENT_WRITE
+                    events |= writable
                 if mask & ~epollout:
-                    events |= EVENT_READ
+                    events |= readable
                 key = keys.get(fd)
                 if key is not None:
                     ready.append((key, events & key.events))
@@ -98,9 +101,9 @@ class Poller(selectors.EpollSelector):
             mask = FIRED[i].events  # type: ignore[name-defined]  # noqa: F821
             events = 0
             if mask & ~epollin:
-                events |= EVENT_WRITE
+                events |= writable
             if mask & ~epollout:
-                events |= EVENT_READ
+                events |= readable
             key = keys.get(FIRED[i].data.fd)  # type: ignore[name-defined]  # noqa: F821
             if key is not None:
                 ready.append((key, events & item(key, 2)))  # key.events

@@ -58,7 +58,7 @@ def can_serve_home(self: ServingProcess, conn: Conn) -> bool:
         conn.phase is IDLE
         and conn.held is None
         and conn.parser.at_rest()
-        and not self.outq.get(self.hosted_index)
+        and not (self.outq and self.outq.get(self.hosted_index))  # (mostly empty: no look-up)
     )
 
 

@@ -9,3 +9,5 @@ from shardq.processes.serving.conn cimport Conn
 from shardq.processes.serving.state cimport ServingState
 from shardq.processes.shard.direct cimport Direct
 from shardq.processes.shard.server cimport ShardServer
+
+cdef long READABLE, WRITABLE

@@ -59,6 +59,10 @@ if TYPE_CHECKING or __file__.endswith(".py"):  # the pure build: no-op decorator
 else:  # compiled: Cython reads the decorators (and imports nothing at run time)
     import cython
 
+#: what a descriptor is ready for, as the events a turn reads test it (compiled: C
+#: integers, loop.pxd; as module globals, each test made two Python ints)
+READABLE, WRITABLE = EVENT_READ, EVENT_WRITE
+
 
 class ServingProcess(ServingState):
     # the rooms' functions, as methods (each room: a module of functions taking the process)
@@ -186,9 +190,9 @@ class ServingProcess(ServingState):
             data = item(key, 3)  # key.data (compiled: a C read, poller.pxd)
             if type(data) is Conn:  # the most of them: first
                 conn = data  # (compiled: its fields read as a C struct's)
-                if mask & EVENT_WRITE:
+                if mask & WRITABLE:
                     self.dirty.add(conn)  # written by flush_output, which also moves it home
-                if mask & EVENT_READ and conn.phase is not CLOSED:
+                if mask & READABLE and conn.phase is not CLOSED:
                     read_client(self, conn)  # (compiled: a C call, loop.pxd)
             elif data is None:
                 self.accept()
