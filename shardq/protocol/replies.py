@@ -164,6 +164,7 @@ def _write_line(at: bytearray, word: bytes, end: int, number: int) -> None:
 
 
 @cython.cdivision(True)
+@cython.locals(count=cython.Py_ssize_t)  # (else a Python int, made anew at every digit)
 def digits(number: int) -> int:
     """How many decimal digits `number` (≥ 0) has."""
     count = 1

@@ -6,6 +6,8 @@ from shardq.processes.serving.state cimport ServingState
 from shardq.processes.serving.home cimport can_serve_home, serve_home
 from shardq.processes.common cimport sockio
 
+cdef long WRITABLE
+
 cpdef reply(ServingState self, Conn conn, bytes data)
 @cython.locals(conn=Conn, moves=bint)
 cpdef flush_output(ServingState self)

@@ -26,6 +26,7 @@ from shardq.protocol import proto
 if TYPE_CHECKING:
     from shardq.processes.serving.loop import ServingProcess
 
+WRITABLE = EVENT_WRITE  #: (compiled: a C integer, clients.pxd; the global made Python ints)
 RECV_BYTES = 256 * 1024
 ACCEPT_ALL = 1 << 30  #: one serving process: take every waiting connection at once
 ACCEPT_SHARE = 2  #: several: at most this many per turn (see accept)
@@ -102,7 +103,7 @@ def write(self: ServingProcess, conn: Conn) -> None:
             return
         sent = 0
     sockio.drop(conn.out, sent)
-    if bool(conn.out) != bool(conn.events & EVENT_WRITE):  # epoll_ctl on a change
+    if (len(conn.out) != 0) != (conn.events & WRITABLE != 0):  # epoll_ctl on a change
         self.interest(conn)
 
 

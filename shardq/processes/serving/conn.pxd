@@ -18,7 +18,7 @@ cdef class Conn:
     cdef public object eof
     cdef public object waiting
     cdef public set shards
-    cdef public object events
+    cdef public long events
     cdef public object paused
     cdef public object piped
     cdef public object pipe_target
