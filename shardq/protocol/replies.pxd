@@ -7,7 +7,6 @@ from libc.string cimport memcpy
 cdef char SPACE, CR, LF
 
 cpdef bytes put_reply(job_id, taken)
-cpdef inserted_into(bytearray out, unsigned long long job_id)
 cpdef bytes job_reply(bytes word, unsigned long long job_id, bytes body)
 cpdef job_reply_into(bytearray out, bytes word, unsigned long long job_id, bytes body)
 cdef Py_ssize_t _job_size(bytes word, unsigned long long job_id, bytes body) noexcept

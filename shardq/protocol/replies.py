@@ -86,19 +86,6 @@ def put_reply(job_id: int, taken: bool) -> bytes:
     return _line(b"INSERTED ", job_id)
 
 
-@cython.locals(n=cython.Py_ssize_t, end=cython.Py_ssize_t)
-def inserted_into(out: bytearray, job_id: int) -> None:
-    """``out += put_reply(job_id, True)``, written in place (compiled: no bytes object
-    made and copied)."""
-    if not cython.compiled:
-        out += b"INSERTED %d\r\n" % job_id
-        return
-    n = len(out)
-    end = 9 + digits(job_id)  # len(b"INSERTED ")
-    PyByteArray_Resize(out, n + end + 2)  # type: ignore[name-defined]  # noqa: F821
-    _write_line(PyByteArray_AS_STRING(out) + n, b"INSERTED ", end, job_id)  # type: ignore[name-defined]  # noqa: F821
-
-
 def kicked(count: int) -> bytes:
     return b"KICKED %d\r\n" % count
 

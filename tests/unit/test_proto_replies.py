@@ -12,7 +12,7 @@ import pytest
 from proto_helpers import CRLF
 
 from shardq.protocol.proto import Quoted, Raw, job_reply, yaml_list, yaml_map
-from shardq.protocol.replies import inserted_into, job_reply_into, put_reply, set_yaml_style
+from shardq.protocol.replies import job_reply_into, put_reply, set_yaml_style
 
 
 def test_job_reply() -> None:
@@ -127,17 +127,14 @@ def test_fixed_replies_are_full_lines() -> None:
 
 
 def test_replies_written_in_place_are_the_replies() -> None:
-    """The fast path writes a put's and a reserve's reply onto the connection's output
-    (`inserted_into`, `job_reply_into`): the same bytes as the replies made whole."""
+    """The fast path writes a reserve's reply onto the connection's output
+    (`job_reply_into`): the same bytes as the reply made whole."""
     out = bytearray(b"before ")
     for job_id in (1, 9, 10, 12345, (1 << 64) - 1):
-        inserted_into(out, job_id)
         job_reply_into(out, b"RESERVED", job_id, b"body\r\nbytes")
         job_reply_into(out, b"FOUND", job_id, b"")
     expected = b"before " + b"".join(
-        put_reply(job_id, True)
-        + job_reply(b"RESERVED", job_id, b"body\r\nbytes")
-        + job_reply(b"FOUND", job_id, b"")
+        job_reply(b"RESERVED", job_id, b"body\r\nbytes") + job_reply(b"FOUND", job_id, b"")
         for job_id in (1, 9, 10, 12345, (1 << 64) - 1)
     )
     assert out == expected

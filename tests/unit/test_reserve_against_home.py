@@ -40,7 +40,7 @@ def hosting(tmp_path: Path) -> Iterator[ServingProcess]:
 
 def put_home(a: ServingProcess, pri: int = 5, seq: int = 10) -> None:
     assert a.hosted is not None
-    a.hosted.core.put_local(bytearray(), HOME_JOB, seq, tube_on(0), pri, 0, 60, b"home", 1)
+    a.hosted.core.put_local(HOME_JOB, seq, tube_on(0), pri, 0, 60, b"home", 1)
 
 
 def reserving(a: ServingProcess) -> tuple[Conn, int]:

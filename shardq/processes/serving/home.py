@@ -99,8 +99,7 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 job_id = ids.take(home)
                 if job_id is None:
                     break  # a block is being leased: the general path waits for it
-                core.put_local(
-                    out,
+                reply = core.put_local(
                     job_id,
                     self.put_stamp(),
                     tube,
@@ -112,7 +111,8 @@ def serve_home(self: ServingProcess, conn: Conn, data: bytes) -> int:
                 )
                 self.home_puts += 1
                 conn.producer = True
-                pos = stop + 2
+                pos = stop + 2  # past it before its reply is written (out of memory: see try)
+                add(out, reply)
             elif first == R:
                 if nl == pos + 7 and has(data, pos, b"reserve"):
                     timeout = -1

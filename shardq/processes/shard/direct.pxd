@@ -2,8 +2,7 @@
 # ignores it): the state the direct calls read, as a C struct (ShardCore's first base), the
 # calls themselves as C functions for the fast path (serving/home.py) and for every turn
 # (loop.run_hosted), a put's reply made by a C call.
-from shardq.protocol.replies cimport inserted_into, put_reply
-from shardq.processes.common.sockio cimport add
+from shardq.protocol.replies cimport put_reply
 from shardq.engine.core cimport EngineCore
 from shardq.processes.shard.closing cimport Closing
 
@@ -24,6 +23,6 @@ cdef class Direct:
     cpdef commit(self)
 
     cpdef bint admit(self, str tube, Py_ssize_t body_len)
-    cpdef put_local(self, bytearray out, job_id, seq, str tube, pri, delay, ttr, bytes body, now)
+    cpdef bytes put_local(self, job_id, seq, str tube, pri, delay, ttr, bytes body, now)
     cpdef bytes delete_local(self, conn, job_id, now)
     cpdef reserve_local(self, conn, rid, tuple tubes, now, timeout_at, soon_at, bytearray out=*)

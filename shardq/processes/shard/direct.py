@@ -14,14 +14,13 @@ from shardq.cluster.wire import Request
 from shardq.engine.core import EngineCore
 from shardq.processes.common import outofmemory
 from shardq.processes.common.quota import job_bytes
-from shardq.processes.common.sockio import add
 from shardq.processes.shard import ops
 from shardq.processes.shard.closing import Closing
 from shardq.processes.shard.holding import Answered
 from shardq.processes.shard.ops import ReserveArgs
 from shardq.processes.shard.optable import OPS, Payload
 from shardq.protocol import proto
-from shardq.protocol.replies import inserted_into, put_reply
+from shardq.protocol.replies import put_reply
 
 if TYPE_CHECKING:
     from shardq.engine.engine import Engine
@@ -159,7 +158,6 @@ class Direct:
     @cython.locals(engine=EngineCore)  # (compiled: the engine's calls are C calls)
     def put_local(
         self,
-        out: bytearray,
         job_id: int,
         seq: int,
         tube: str,
@@ -168,23 +166,18 @@ class Direct:
         ttr: int,
         body: bytes,
         now: int,
-    ) -> None:
+    ) -> bytes:
         """A put from the hosting serving process's fast path (serving/home.py): the
-        client's reply written onto `out`. As `run` does for PUT, without a request to
-        unpack."""
+        client's reply. As `run` does for PUT, without a request to unpack. (Not written
+        onto the output here: the caller is past the put before it writes, so that a reply
+        that cannot be written out of memory never leaves the put to be made again.)"""
         if not self.admit(tube, len(body)):
-            add(out, proto.OUT_OF_MEMORY)
-            return
+            return proto.OUT_OF_MEMORY
         engine = self.engine
         try:
-            taken = engine.put(job_id, seq, tube, pri, delay, ttr, body, now)
+            return put_reply(job_id, engine.put(job_id, seq, tube, pri, delay, ttr, body, now))
         except Exception as e:  # one bad request must not take the shard down
-            add(out, self.failure(ops.PUT, 0, e))
-            return
-        if taken:
-            inserted_into(out, job_id)
-        else:
-            add(out, put_reply(job_id, taken))
+            return self.failure(ops.PUT, 0, e)
 
     @cython.locals(engine=EngineCore)
     def delete_local(self, conn: int, job_id: int, now: int) -> bytes:
