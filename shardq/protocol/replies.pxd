@@ -12,6 +12,5 @@ cpdef job_reply_into(bytearray out, bytes word, unsigned long long job_id, bytes
 cdef Py_ssize_t _job_size(bytes word, unsigned long long job_id, bytes body) noexcept
 cdef void _write_job(char *at, bytes word, unsigned long long job_id, bytes body) noexcept
 cdef bytes _line(bytes word, unsigned long long number)
-cdef void _write_line(char *at, bytes word, Py_ssize_t end, unsigned long long number) noexcept
 cdef Py_ssize_t digits(unsigned long long number) noexcept
 cdef void put_digits(char *at, Py_ssize_t end, unsigned long long number) noexcept

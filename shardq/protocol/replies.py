@@ -133,21 +133,16 @@ def _write_job(at: bytearray, word: bytes, job_id: int, body: bytes) -> None:
     at[body_at + size], at[body_at + size + 1] = CR, LF
 
 
-@cython.locals(end=cython.Py_ssize_t)
+@cython.locals(at=cython.p_char, end=cython.Py_ssize_t)
 def _line(word: bytes, number: int) -> bytes:
     """`word`, then `number` in decimal, then CRLF (compiled build only)."""
     end = len(word) + digits(number)
     out = PyBytes_FromStringAndSize(cython.NULL, end + 2)  # type: ignore[name-defined]  # noqa: F821
-    _write_line(cython.cast(cython.p_char, out), word, end, number)
-    return out
-
-
-def _write_line(at: bytearray, word: bytes, end: int, number: int) -> None:
-    """`word`, `number` in decimal ending at `end`, then CRLF, from `at` on (compiled build
-    only)."""
+    at = cython.cast(cython.p_char, out)
     memcpy(at, cython.cast(cython.p_char, word), len(word))  # type: ignore[name-defined]  # noqa: F821
     put_digits(at, end, number)
     at[end], at[end + 1] = CR, LF
+    return out
 
 
 @cython.cdivision(True)
